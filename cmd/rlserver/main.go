@@ -1,0 +1,191 @@
+// Command rlserver is a rate-limiter server that speaks the Redis protocol.
+//
+// It parses flags (each also settable as RL_<NAME> in the environment),
+// wires the engine to the network edge, and shuts down gracefully on
+// SIGINT or SIGTERM. All logic lives in the packages it wires.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/resp"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+type options struct {
+	addr        string
+	shards      int
+	dir         string
+	requirePass string
+	logLevel    string
+	showVersion bool
+}
+
+func main() {
+	opts, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fatal(err)
+	}
+	if opts.showVersion {
+		fmt.Println("rlserver", version)
+		return
+	}
+	if err := run(opts); err != nil {
+		fatal(err)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "rlserver:", err)
+	os.Exit(1)
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("rlserver", flag.ContinueOnError)
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:6379", "address to listen on for Redis-protocol clients (host:port)")
+	fs.IntVar(&o.shards, "shards", runtime.NumCPU(), "number of engine shards, each owned by one goroutine")
+	fs.StringVar(&o.dir, "dir", "./data", "data folder (snapshots, Raft state); created if missing")
+	fs.StringVar(&o.requirePass, "requirepass", "", "password clients must give with AUTH or HELLO ... AUTH (empty: none)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+	fs.Usage = func() {
+		out := fs.Output()
+		fmt.Fprintf(out, "rlserver %s: a rate-limiter server that speaks the Redis protocol.\n\n", version)
+		fmt.Fprintf(out, "Usage: rlserver [flags]\n\nEvery flag can also be set in the environment as RL_<NAME>\n(upper case, '-' as '_', e.g. RL_ADDR, RL_LOG_LEVEL); flags win.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	// The environment first, so flags on the command line override it.
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "RL_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok && envErr == nil {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("invalid value %q for %s: %v", v, name, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return o, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q (see rlserver --help)", fs.Arg(0))
+	}
+	if o.shards < 1 || o.shards > 4096 {
+		return o, fmt.Errorf("invalid value %d for --shards: must be between 1 and 4096", o.shards)
+	}
+	if _, err := parseLevel(o.logLevel); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("invalid value %q for --log-level: use debug, info, warn or error", s)
+}
+
+// ensureDir creates dir if missing and checks that files can be written in it.
+func ensureDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("data folder %s: %v", dir, errors.Unwrap(err))
+	}
+	f, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return fmt.Errorf("data folder %s is not writable: %v", dir, errors.Unwrap(err))
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+func run(o options) error {
+	level, _ := parseLevel(o.logLevel)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	if err := ensureDir(o.dir); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Err != nil {
+			return fmt.Errorf("cannot listen on %s: %v", o.addr, op.Err)
+		}
+		return fmt.Errorf("cannot listen on %s: %v", o.addr, err)
+	}
+
+	eng := engine.New(o.shards)
+	defer eng.Close()
+	dir, _ := filepath.Abs(o.dir)
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	srv := resp.New(resp.Config{
+		RequirePass: o.requirePass,
+		Version:     version,
+		Settings: map[string]string{
+			"bind":        host,
+			"port":        port,
+			"dir":         dir,
+			"databases":   "1",
+			"save":        "",
+			"appendonly":  "no",
+			"maxclients":  "10000",
+			"loglevel":    o.logLevel,
+			"shards":      strconv.Itoa(o.shards),
+			"requirepass": "",
+		},
+	}, resp.Standalone{Engine: eng})
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go resp.Sweep(ctx, eng, 100*time.Millisecond, 1000)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("rlserver started", "version", version, "addr", ln.Addr().String(), "shards", o.shards, "dir", dir, "pid", os.Getpid())
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serving %s: %v", o.addr, err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing in-flight commands")
+	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil {
+		log.Warn("connections still open at shutdown deadline; closing them", "err", err)
+	}
+	<-served
+	log.Info("rlserver stopped")
+	return nil
+}

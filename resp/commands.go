@@ -1,0 +1,477 @@
+package resp
+
+import (
+	"context"
+	"crypto/subtle"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The handshake and server commands that real clients send.
+
+func init() {
+	register(
+		&command{name: "ping", arity: -1, flags: []string{"fast"}, acl: []string{"@fast", "@connection"},
+			summary: "Returns the server's liveliness response.", group: "connection", since: "1.0.0", handler: cmdPing},
+		&command{name: "echo", arity: 2, flags: []string{"fast"}, acl: []string{"@fast", "@connection"},
+			summary: "Returns the given string.", group: "connection", since: "1.0.0", handler: cmdEcho},
+		&command{name: "hello", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, acl: []string{"@fast", "@connection"},
+			summary: "Handshakes with the server.", group: "connection", since: "6.0.0", noAuth: true, handler: cmdHello},
+		&command{name: "auth", arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, acl: []string{"@fast", "@connection"},
+			summary: "Authenticates the connection.", group: "connection", since: "1.0.0", noAuth: true, handler: cmdAuth},
+		&command{name: "select", arity: 2, flags: []string{"loading", "stale", "fast"}, acl: []string{"@keyspace", "@fast"},
+			summary: "Changes the selected database (only 0 exists).", group: "connection", since: "1.0.0", handler: cmdSelect},
+		&command{name: "quit", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, acl: []string{"@fast", "@connection"},
+			summary: "Closes the connection.", group: "connection", since: "1.0.0", noAuth: true, handler: cmdQuitHandler},
+		&command{name: "reset", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, acl: []string{"@fast", "@connection"},
+			summary: "Resets the connection.", group: "connection", since: "6.2.0", noAuth: true, handler: cmdReset},
+		&command{name: "time", arity: 1, flags: []string{"loading", "stale", "fast"}, acl: []string{"@fast"},
+			summary: "Returns the server time.", group: "server", since: "2.6.0", handler: cmdTime},
+		&command{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"}, acl: []string{"@keyspace", "@read", "@fast"},
+			summary: "Returns the number of keys holding limiter state.", group: "server", since: "1.0.0", handler: cmdDBSize},
+		&command{name: "flushall", arity: -1, flags: []string{"write"}, acl: []string{"@keyspace", "@write", "@slow", "@dangerous"},
+			summary: "Removes all keys.", group: "server", since: "1.0.0", handler: cmdFlushAll},
+		&command{name: "flushdb", arity: -1, flags: []string{"write"}, acl: []string{"@keyspace", "@write", "@slow", "@dangerous"},
+			summary: "Removes all keys of the current database (the only one).", group: "server", since: "1.0.0", handler: cmdFlushAll},
+		&command{name: "info", arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@dangerous"},
+			summary: "Returns information and statistics about the server.", group: "server", since: "1.0.0", handler: cmdInfo},
+		clientCommand(),
+		commandCommand(),
+		configCommand(),
+	)
+}
+
+func sub(parent, name string, arity int, flags []string, summary string, h func(*Server, *client, [][]byte) outcome) *command {
+	return &command{name: parent + "|" + name, arity: arity, flags: flags, acl: []string{"@slow", "@connection"},
+		summary: summary, group: "connection", since: "1.0.0", handler: h}
+}
+
+// container makes a command whose first argument names a subcommand.
+func container(name, summary, group string, subs ...*command) *command {
+	c := &command{name: name, arity: -2, acl: []string{"@slow"}, summary: summary, group: group, since: "1.0.0", subcommands: subs}
+	c.handler = func(s *Server, cl *client, args [][]byte) outcome {
+		cl.lower = appendLower(cl.lower[:0], args[1])
+		if string(cl.lower) == "help" {
+			lines := []string{strings.ToUpper(name) + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"}
+			for _, sc := range c.subcommands {
+				lines = append(lines, strings.ToUpper(sc.name[len(name)+1:]), "    "+sc.summary)
+			}
+			cl.rep.conn.WriteArray(len(lines))
+			for _, l := range lines {
+				cl.rep.conn.WriteString(l)
+			}
+			return cmdOK
+		}
+		sc := c.lookupSub(cl.lower)
+		if sc == nil {
+			cl.rep.conn.WriteError(unknownSubcommand(args[1], strings.ToUpper(name)))
+			return cmdOK
+		}
+		if !sc.arityOK(len(args)) {
+			cl.rep.conn.WriteError(wrongArity(sc.name))
+			return cmdOK
+		}
+		return sc.handler(s, cl, args)
+	}
+	return c
+}
+
+func cmdPing(_ *Server, c *client, args [][]byte) outcome {
+	switch len(args) {
+	case 1:
+		c.rep.conn.WriteString("PONG")
+	case 2:
+		c.rep.conn.WriteBulk(args[1])
+	default:
+		c.rep.conn.WriteError(wrongArity("ping"))
+	}
+	return cmdOK
+}
+
+func cmdEcho(_ *Server, c *client, args [][]byte) outcome {
+	c.rep.conn.WriteBulk(args[1])
+	return cmdOK
+}
+
+// checkPassword reports whether user/pass authenticate as the default user.
+func (s *Server) checkPassword(user, pass []byte) bool {
+	if user != nil && string(user) != "default" {
+		return false
+	}
+	if s.cfg.RequirePass == "" {
+		return true // the default user has no password: any password works
+	}
+	return subtle.ConstantTimeCompare(pass, []byte(s.cfg.RequirePass)) == 1
+}
+
+func cmdAuth(s *Server, c *client, args [][]byte) outcome {
+	var user, pass []byte
+	switch len(args) {
+	case 2:
+		if s.cfg.RequirePass == "" {
+			c.rep.conn.WriteError(errNoPassSet)
+			return cmdOK
+		}
+		pass = args[1]
+	case 3:
+		user, pass = args[1], args[2]
+	default:
+		c.rep.conn.WriteError(errSyntax)
+		return cmdOK
+	}
+	if !s.checkPassword(user, pass) {
+		s.Stats.AuthFailures.Add(1)
+		c.rep.conn.WriteError(errWrongPass)
+		return cmdOK
+	}
+	c.authed = true
+	c.rep.conn.WriteString("OK")
+	return cmdOK
+}
+
+func cmdHello(s *Server, c *client, args [][]byte) outcome {
+	proto := 0
+	if len(args) >= 2 {
+		v, ok := parseInt(args[1])
+		if !ok {
+			c.rep.conn.WriteError("ERR Protocol version is not an integer or out of range")
+			return cmdOK
+		}
+		if v != 2 && v != 3 {
+			c.rep.conn.WriteError(errProtoVersion)
+			return cmdOK
+		}
+		proto = int(v)
+	}
+	var name []byte
+	authed := c.authed
+	for i := 2; i < len(args); i++ {
+		switch {
+		case equalFold(args[i], "auth") && i+2 < len(args):
+			if !s.checkPassword(args[i+1], args[i+2]) {
+				s.Stats.AuthFailures.Add(1)
+				c.rep.conn.WriteError(errWrongPass)
+				return cmdOK
+			}
+			authed = true
+			i += 2
+		case equalFold(args[i], "setname") && i+1 < len(args):
+			name = args[i+1]
+			if !validClientName(name) {
+				c.rep.conn.WriteError(errClientName)
+				return cmdOK
+			}
+			i++
+		default:
+			c.rep.conn.WriteError("ERR Syntax error in HELLO option '" + sanitize(args[i], 128) + "'")
+			return cmdOK
+		}
+	}
+	if !authed {
+		c.rep.conn.WriteError(errHelloNoAuth)
+		return cmdOK
+	}
+	c.authed = true
+	if proto != 0 {
+		c.setProto(proto)
+	}
+	if name != nil {
+		c.mu.Lock()
+		c.name = string(name)
+		c.mu.Unlock()
+	}
+	r := &c.rep
+	r.mapHeader(7)
+	r.conn.WriteBulkString("server")
+	r.conn.WriteBulkString("rlserver")
+	r.conn.WriteBulkString("version")
+	r.conn.WriteBulkString(s.cfg.Version)
+	r.conn.WriteBulkString("proto")
+	if r.resp3 {
+		r.conn.WriteInt(3)
+	} else {
+		r.conn.WriteInt(2)
+	}
+	r.conn.WriteBulkString("id")
+	r.conn.WriteInt64(c.id)
+	r.conn.WriteBulkString("mode")
+	r.conn.WriteBulkString("standalone")
+	r.conn.WriteBulkString("role")
+	r.conn.WriteBulkString("master")
+	r.conn.WriteBulkString("modules")
+	r.conn.WriteArray(0)
+	return cmdOK
+}
+
+func cmdSelect(_ *Server, c *client, args [][]byte) outcome {
+	n, ok := parseInt(args[1])
+	switch {
+	case !ok:
+		c.rep.conn.WriteError(errNotInteger)
+	case n != 0:
+		c.rep.conn.WriteError(errDBIndex)
+	default:
+		c.rep.conn.WriteString("OK")
+	}
+	return cmdOK
+}
+
+func cmdQuitHandler(_ *Server, c *client, _ [][]byte) outcome {
+	c.rep.conn.WriteString("OK")
+	return cmdQuit
+}
+
+func cmdReset(s *Server, c *client, _ [][]byte) outcome {
+	c.setProto(2)
+	c.authed = s.cfg.RequirePass == ""
+	c.mu.Lock()
+	c.name = ""
+	c.mu.Unlock()
+	c.rep.conn.WriteString("RESET")
+	return cmdOK
+}
+
+func cmdTime(_ *Server, c *client, _ [][]byte) outcome {
+	now := time.Now()
+	c.rep.conn.WriteArray(2)
+	c.rep.conn.WriteBulkString(strconv.FormatInt(now.Unix(), 10))
+	c.rep.conn.WriteBulkString(strconv.FormatInt(int64(now.Nanosecond()/1000), 10))
+	return cmdOK
+}
+
+func cmdDBSize(s *Server, c *client, _ [][]byte) outcome {
+	n, err := s.backend.Len(context.Background())
+	if err != nil {
+		c.rep.conn.WriteError(engineErrorText(err))
+		return cmdOK
+	}
+	c.rep.conn.WriteInt(n)
+	return cmdOK
+}
+
+func cmdFlushAll(s *Server, c *client, args [][]byte) outcome {
+	if len(args) > 2 || (len(args) == 2 && !equalFold(args[1], "sync") && !equalFold(args[1], "async")) {
+		c.rep.conn.WriteError(errSyntax)
+		return cmdOK
+	}
+	if err := s.backend.Flush(context.Background()); err != nil {
+		c.rep.conn.WriteError(engineErrorText(err))
+		return cmdOK
+	}
+	c.rep.conn.WriteString("OK")
+	return cmdOK
+}
+
+// CLIENT
+
+const errClientName = "ERR Client names cannot contain spaces, newlines or special characters."
+
+func validClientName(b []byte) bool {
+	for _, c := range b {
+		if c < '!' || c > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+func clientCommand() *command {
+	return container("client", "A container for client connection commands.", "connection",
+		sub("client", "setname", 3, []string{"noscript", "loading", "stale"}, "Sets the connection name.", func(_ *Server, c *client, args [][]byte) outcome {
+			if !validClientName(args[2]) {
+				c.rep.conn.WriteError(errClientName)
+				return cmdOK
+			}
+			c.mu.Lock()
+			c.name = string(args[2])
+			c.mu.Unlock()
+			c.rep.conn.WriteString("OK")
+			return cmdOK
+		}),
+		sub("client", "getname", 2, []string{"noscript", "loading", "stale"}, "Returns the name of the connection.", func(_ *Server, c *client, _ [][]byte) outcome {
+			c.mu.Lock()
+			name := c.name
+			c.mu.Unlock()
+			if name == "" {
+				c.rep.null()
+			} else {
+				c.rep.conn.WriteBulkString(name)
+			}
+			return cmdOK
+		}),
+		sub("client", "id", 2, []string{"noscript", "loading", "stale"}, "Returns the unique client ID of the connection.", func(_ *Server, c *client, _ [][]byte) outcome {
+			c.rep.conn.WriteInt64(c.id)
+			return cmdOK
+		}),
+		sub("client", "setinfo", 4, []string{"noscript", "loading", "stale"}, "Sets information specific to the client or connection.", func(_ *Server, c *client, args [][]byte) outcome {
+			if !validClientName(args[3]) {
+				c.rep.conn.WriteError("ERR " + strings.ToUpper(string(args[2])) + " cannot contain spaces, newlines or special characters.")
+				return cmdOK
+			}
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			switch {
+			case equalFold(args[2], "lib-name"):
+				c.libName = string(args[3])
+			case equalFold(args[2], "lib-ver"):
+				c.libVer = string(args[3])
+			default:
+				c.rep.conn.WriteError("ERR Unrecognized option '" + sanitize(args[2], 128) + "'")
+				return cmdOK
+			}
+			c.rep.conn.WriteString("OK")
+			return cmdOK
+		}),
+		sub("client", "info", 2, []string{"noscript", "loading", "stale"}, "Returns information about the connection.", func(_ *Server, c *client, _ [][]byte) outcome {
+			c.rep.verbatim(c.info(time.Now()) + "\n")
+			return cmdOK
+		}),
+		sub("client", "list", -2, []string{"noscript", "loading", "stale"}, "Lists open connections.", func(s *Server, c *client, args [][]byte) outcome {
+			var ids map[int64]bool
+			for i := 2; i < len(args); i++ {
+				switch {
+				case equalFold(args[i], "type") && i+1 < len(args):
+					if !equalFold(args[i+1], "normal") {
+						c.rep.verbatim("")
+						return cmdOK
+					}
+					i++
+				case equalFold(args[i], "id") && i+1 < len(args):
+					ids = map[int64]bool{}
+					for i++; i < len(args); i++ {
+						id, ok := parseInt(args[i])
+						if !ok || id <= 0 {
+							c.rep.conn.WriteError("ERR Invalid client ID")
+							return cmdOK
+						}
+						ids[id] = true
+					}
+				default:
+					c.rep.conn.WriteError(errSyntax)
+					return cmdOK
+				}
+			}
+			s.mu.Lock()
+			list := make([]*client, 0, len(s.clients))
+			for _, cl := range s.clients {
+				if ids == nil || ids[cl.id] {
+					list = append(list, cl)
+				}
+			}
+			s.mu.Unlock()
+			sort.Slice(list, func(i, j int) bool { return list[i].id < list[j].id })
+			var b strings.Builder
+			now := time.Now()
+			for _, cl := range list {
+				b.WriteString(cl.info(now))
+				b.WriteByte('\n')
+			}
+			c.rep.verbatim(b.String())
+			return cmdOK
+		}),
+	)
+}
+
+// CONFIG
+
+func configCommand() *command {
+	c := container("config", "A container for server configuration commands.", "server",
+		&command{name: "config|get", arity: -3, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"},
+			summary: "Returns the effective values of configuration parameters.", group: "server", since: "2.0.0",
+			handler: func(s *Server, c *client, args [][]byte) outcome {
+				found := map[string]string{}
+				for _, p := range args[2:] {
+					pat := strings.ToLower(string(p))
+					for k, v := range s.cfg.Settings {
+						if globMatch(pat, k) {
+							found[k] = v
+						}
+					}
+				}
+				keys := make([]string, 0, len(found))
+				for k := range found {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				c.rep.mapHeader(len(keys))
+				for _, k := range keys {
+					c.rep.conn.WriteBulkString(k)
+					c.rep.conn.WriteBulkString(found[k])
+				}
+				return cmdOK
+			}},
+	)
+	c.flags = []string{"admin"}
+	return c
+}
+
+// globMatch reports whether s matches the Redis glob pattern (*, ?, [...]
+// with ranges and ^ negation, \ escapes).
+func globMatch(pattern, s string) bool {
+	for len(pattern) > 0 {
+		switch pattern[0] {
+		case '*':
+			for len(pattern) > 1 && pattern[1] == '*' {
+				pattern = pattern[1:]
+			}
+			if len(pattern) == 1 {
+				return true
+			}
+			for i := 0; i <= len(s); i++ {
+				if globMatch(pattern[1:], s[i:]) {
+					return true
+				}
+			}
+			return false
+		case '?':
+			if len(s) == 0 {
+				return false
+			}
+			s = s[1:]
+			pattern = pattern[1:]
+		case '[':
+			if len(s) == 0 {
+				return false
+			}
+			end := strings.IndexByte(pattern[1:], ']')
+			if end < 0 {
+				return false
+			}
+			class := pattern[1 : 1+end]
+			pattern = pattern[2+end:]
+			neg := strings.HasPrefix(class, "^")
+			if neg {
+				class = class[1:]
+			}
+			match := false
+			for i := 0; i < len(class); i++ {
+				if i+2 < len(class) && class[i+1] == '-' {
+					if class[i] <= s[0] && s[0] <= class[i+2] {
+						match = true
+					}
+					i += 2
+				} else if class[i] == s[0] {
+					match = true
+				}
+			}
+			if match == neg {
+				return false
+			}
+			s = s[1:]
+		case '\\':
+			if len(pattern) > 1 {
+				pattern = pattern[1:]
+			}
+			fallthrough
+		default:
+			if len(s) == 0 || s[0] != pattern[0] {
+				return false
+			}
+			s = s[1:]
+			pattern = pattern[1:]
+		}
+	}
+	return len(s) == 0
+}

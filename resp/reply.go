@@ -1,0 +1,77 @@
+package resp
+
+import (
+	"strconv"
+
+	"github.com/tidwall/redcon"
+)
+
+// replier writes replies in the connection's protocol version. RESP3 types
+// are used where they differ from RESP2 (maps, null, verbatim strings).
+type replier struct {
+	conn    redcon.Conn
+	resp3   bool
+	scratch []byte
+}
+
+func (r *replier) raw(prefix byte, n int) {
+	r.scratch = append(r.scratch[:0], prefix)
+	r.scratch = strconv.AppendInt(r.scratch, int64(n), 10)
+	r.scratch = append(r.scratch, '\r', '\n')
+	r.conn.WriteRaw(r.scratch)
+}
+
+// mapHeader starts a map of n pairs (an array of 2n in RESP2).
+func (r *replier) mapHeader(n int) {
+	if r.resp3 {
+		r.raw('%', n)
+		return
+	}
+	r.conn.WriteArray(2 * n)
+}
+
+// setHeader starts a set (an array in RESP2).
+func (r *replier) setHeader(n int) {
+	if r.resp3 {
+		r.raw('~', n)
+		return
+	}
+	r.conn.WriteArray(n)
+}
+
+func (r *replier) null() {
+	if r.resp3 {
+		r.conn.WriteRaw([]byte("_\r\n"))
+		return
+	}
+	r.conn.WriteNull()
+}
+
+// verbatim writes a text reply (INFO, CLIENT INFO): a verbatim string in
+// RESP3, a bulk string in RESP2.
+func (r *replier) verbatim(s string) {
+	if !r.resp3 {
+		r.conn.WriteBulkString(s)
+		return
+	}
+	r.scratch = append(r.scratch[:0], '=')
+	r.scratch = strconv.AppendInt(r.scratch, int64(len(s)+4), 10)
+	r.scratch = append(r.scratch, "\r\ntxt:"...)
+	r.scratch = append(r.scratch, s...)
+	r.scratch = append(r.scratch, '\r', '\n')
+	r.conn.WriteRaw(r.scratch)
+}
+
+// ceilDiv rounds a non-negative duration in ns up to whole units; -1
+// ("never") stays -1.
+func ceilDiv(ns, unit int64) int64 {
+	if ns < 0 {
+		return -1
+	}
+	return (ns + unit - 1) / unit
+}
+
+const (
+	msNanos  = int64(1e6)
+	secNanos = int64(1e9)
+)

@@ -1,0 +1,49 @@
+package resp
+
+import (
+	"context"
+	"time"
+
+	"github.com/rlserver/rlserver/engine"
+)
+
+// Standalone is the Backend of a server running alone: it reads the clock
+// once per batch and applies the batch to the engine directly.
+type Standalone struct {
+	Engine *engine.Engine
+}
+
+func nowNanos() int64 { return time.Now().UnixNano() }
+
+// Do applies the batch at the current time.
+func (b Standalone) Do(ctx context.Context, reqs []engine.Request, res []engine.Result) error {
+	return b.Engine.Do(ctx, nowNanos(), reqs, res)
+}
+
+// Len counts live keys.
+func (b Standalone) Len(ctx context.Context) (int, error) { return b.Engine.Len(ctx, nowNanos()) }
+
+// Flush removes every key.
+func (b Standalone) Flush(ctx context.Context) error { return b.Engine.Flush(ctx) }
+
+// Sweep drops expired keys in the background until ctx ends: every
+// interval it examines a bounded sample per shard, and keeps going at once
+// while more than a quarter of the sample had expired (as Redis's active
+// expiry does), so an expiry wave is reclaimed quickly without long stalls.
+func Sweep(ctx context.Context, e *engine.Engine, interval time.Duration, budget int) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for range 100 {
+			examined, dropped, err := e.Sweep(ctx, nowNanos(), budget)
+			if err != nil || dropped*4 <= examined {
+				break
+			}
+		}
+	}
+}

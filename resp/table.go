@@ -1,0 +1,69 @@
+package resp
+
+import (
+	"github.com/rlserver/rlserver/engine"
+)
+
+// command is one entry of the command table.
+type command struct {
+	name     string // lower case; "container|sub" for subcommands
+	arity    int    // Redis convention: n exact, -n at least n (name included)
+	flags    []string
+	firstKey int // key positions, as COMMAND reports them
+	lastKey  int
+	keyStep  int
+	acl      []string // ACL categories, as COMMAND reports them
+	summary  string   // COMMAND DOCS
+	group    string   // COMMAND DOCS
+	since    string   // COMMAND DOCS
+	noAuth   bool     // allowed before AUTH
+
+	// A limiter command appends its engine requests to reqs (or returns an
+	// error reply) and later renders the results; it reports how many
+	// decisions allowed and denied, for INFO.
+	batch  func(reqs []engine.Request, args [][]byte) ([]engine.Request, string)
+	render func(r *replier, res []engine.Result) (allowed, denied int64)
+
+	// Any other command runs at once, after the pending batch is answered.
+	handler func(s *Server, c *client, args [][]byte) outcome
+
+	subcommands []*command
+}
+
+func (c *command) arityOK(n int) bool {
+	if c.arity >= 0 {
+		return n == c.arity
+	}
+	return n >= -c.arity
+}
+
+// commands is the command table, filled by register at start-up.
+var commands = map[string]*command{}
+
+// register adds commands to the table; a duplicate name is a programming
+// error and panics at start-up.
+func register(cmds ...*command) {
+	for _, c := range cmds {
+		if _, dup := commands[c.name]; dup {
+			panic("resp: duplicate command " + c.name)
+		}
+		if (c.batch == nil) == (c.handler == nil) || (c.batch != nil) != (c.render != nil) {
+			panic("resp: command " + c.name + " needs either batch+render or handler")
+		}
+		commands[c.name] = c
+	}
+}
+
+func lookup(lowerName []byte) *command {
+	return commands[string(lowerName)]
+}
+
+// lookupSub finds a container's subcommand by its lower-case name.
+func (c *command) lookupSub(lowerSub []byte) *command {
+	for _, sc := range c.subcommands {
+		if sc.name[len(c.name)+1:] == string(lowerSub) {
+			return sc
+		}
+	}
+	return nil
+}
