@@ -1,0 +1,18 @@
+# Multi-stage build: a static rlserver binary on a minimal, non-root image.
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=docker
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/rlserver ./cmd/rlserver \
+ && mkdir -p /out/data
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/rlserver /usr/local/bin/rlserver
+COPY --from=build --chown=65532:65532 /out/data /data
+USER 65532:65532
+EXPOSE 6379
+VOLUME /data
+ENV RL_ADDR=0.0.0.0:6379 RL_DIR=/data
+ENTRYPOINT ["/usr/local/bin/rlserver"]

@@ -1,0 +1,35 @@
+# rlserver: build, run, test, benchmark.
+GO      ?= go
+BIN     := bin/rlserver
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: build run test test-deps bench lint clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/rlserver
+
+# Starts a standalone server on its defaults: 127.0.0.1:6379, data in ./data.
+run: build
+	./$(BIN)
+
+# The end-to-end tests drive redis-cli; install it when it is missing.
+test-deps:
+	@command -v redis-cli >/dev/null 2>&1 || { \
+		echo "installing redis-tools (redis-cli, redis-benchmark)"; \
+		$(SUDO) apt-get update && $(SUDO) apt-get install -y redis-tools; }
+
+test: test-deps
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./engine/ ./resp/
+
+lint:
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin
