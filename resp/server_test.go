@@ -1,0 +1,228 @@
+package resp
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rlserver/rlserver/engine"
+)
+
+// startServer serves a fresh engine on a loopback port and returns its address.
+func startServer(t *testing.T, cfg Config) (string, *Server) {
+	t.Helper()
+	eng := engine.New(4)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Version = "test"
+	srv := New(cfg, Standalone{Engine: eng})
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		<-done
+		eng.Close()
+	})
+	return ln.Addr().String(), srv
+}
+
+func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c, bufio.NewReader(c)
+}
+
+func encode(args ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	return b.String()
+}
+
+// readReply reads one RESP2 reply and renders it compactly: arrays as
+// [a b], errors as -TEXT, integers as :n, strings as themselves.
+func readReply(t *testing.T, r *bufio.Reader) string {
+	t.Helper()
+	line, err := r.ReadString('\n')
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	switch line[0] {
+	case '+':
+		return line[1:]
+	case '-', ':':
+		return line
+	case '$':
+		var n int
+		fmt.Sscanf(line[1:], "%d", &n)
+		if n < 0 {
+			return "(nil)"
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			t.Fatal(err)
+		}
+		return string(buf[:n])
+	case '*':
+		var n int
+		fmt.Sscanf(line[1:], "%d", &n)
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = readReply(t, r)
+		}
+		return "[" + strings.Join(parts, " ") + "]"
+	}
+	t.Fatalf("unexpected reply line %q", line)
+	return ""
+}
+
+func TestPipelineMixesBatchAndDirectCommandsInOrder(t *testing.T) {
+	addr, _ := startServer(t, Config{})
+	c, r := dial(t, addr)
+	pipeline := encode("RL.ALLOW", "k", "2", "0.001") +
+		encode("PING") +
+		encode("RL.ALLOW", "k", "2", "0.001") +
+		encode("RL.ALLOW", "k", "x", "0.001") +
+		encode("NOPE", "a") +
+		encode("RL.ALLOW", "k", "2", "0.001") +
+		encode("EXISTS", "k", "k", "other") +
+		encode("DEL", "k") +
+		encode("RL.PEEK", "k", "2", "0.001")
+	if _, err := io.WriteString(c, pipeline); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"[:1 :1 :0 :1000000]",
+		"PONG",
+		"[:1 :0 :0 :2000000]",
+		"-ERR value is not an integer or out of range",
+		"-ERR unknown command 'NOPE', with args beginning with: 'a' ",
+		"[:0 :0 :1000000 :2000000]",
+		":2",
+		":1",
+		"[:1 :1 :0 :1000000]",
+	}
+	for i, w := range want {
+		if got := readReply(t, r); got != w {
+			t.Errorf("reply %d = %q, want %q", i, got, w)
+		}
+	}
+}
+
+func TestLongPipelineAnsweredInOrder(t *testing.T) {
+	addr, _ := startServer(t, Config{})
+	c, r := dial(t, addr)
+	var b strings.Builder
+	const n = 5000
+	for i := range n {
+		b.WriteString(encode("RL.ALLOW", fmt.Sprintf("key:%d", i%100), "1000", "0.001", fmt.Sprint(1+i%3)))
+	}
+	go io.WriteString(c, b.String())
+	used := map[int]int{}
+	for i := range n {
+		key, cost := i%100, 1+i%3
+		used[key] += cost
+		want := fmt.Sprintf("[:1 :%d :0 :", 1000-used[key])
+		if got := readReply(t, r); !strings.HasPrefix(got, want) {
+			t.Fatalf("reply %d = %q, want prefix %q", i, got, want)
+		}
+	}
+}
+
+func TestAuthRequired(t *testing.T) {
+	addr, srv := startServer(t, Config{RequirePass: "s3cret"})
+	c, r := dial(t, addr)
+	io.WriteString(c, encode("RL.ALLOW", "k", "1", "1")+encode("PING")+encode("AUTH", "wrong")+
+		encode("AUTH", "s3cret")+encode("PING"))
+	want := []string{"-NOAUTH Authentication required.", "-NOAUTH Authentication required.",
+		"-WRONGPASS invalid username-password pair or user is disabled.", "OK", "PONG"}
+	for i, w := range want {
+		if got := readReply(t, r); got != w {
+			t.Errorf("reply %d = %q, want %q", i, got, w)
+		}
+	}
+	if n := srv.Stats.AuthFailures.Load(); n != 1 {
+		t.Errorf("AuthFailures = %d, want 1", n)
+	}
+}
+
+func TestShutdownAnswersReceivedCommandsThenCloses(t *testing.T) {
+	eng := engine.New(2)
+	defer eng.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(Config{Version: "test"}, Standalone{Engine: eng})
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	c, r := dial(t, ln.Addr().String())
+	io.WriteString(c, encode("PING"))
+	if got := readReply(t, r); got != "PONG" {
+		t.Fatalf("PING = %q", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Serve returned %v after Shutdown", err)
+	}
+	if _, err := r.ReadByte(); err == nil {
+		t.Fatal("connection still open after Shutdown")
+	}
+	if _, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
+		t.Fatal("still accepting after Shutdown")
+	}
+}
+
+func TestCommandTableIsConsistent(t *testing.T) {
+	for name, c := range commands {
+		if name != strings.ToLower(name) || c.name != name {
+			t.Errorf("command %q registered as %q", c.name, name)
+		}
+		if c.arity == 0 {
+			t.Errorf("%s: arity 0", name)
+		}
+		if c.firstKey > 0 && c.keyStep == 0 {
+			t.Errorf("%s: keys without a step", name)
+		}
+		if c.summary == "" || c.group == "" {
+			t.Errorf("%s: no docs", name)
+		}
+	}
+}
+
+func TestGlobMatch(t *testing.T) {
+	cases := []struct {
+		pat, s string
+		want   bool
+	}{
+		{"*", "maxclients", true}, {"max*", "maxclients", true}, {"max*", "port", false},
+		{"p?rt", "port", true}, {"[pb]ort", "port", true}, {"[^p]ort", "port", false},
+		{"[a-q]ort", "port", true}, {"save", "save", true}, {"sav", "save", false},
+	}
+	for _, c := range cases {
+		if got := globMatch(c.pat, c.s); got != c.want {
+			t.Errorf("globMatch(%q, %q) = %v, want %v", c.pat, c.s, got, c.want)
+		}
+	}
+}
