@@ -231,6 +231,13 @@ func (v *guardValidator) feed(b []byte) (int, guardErr) {
 				v.state, v.inline = gsInline, 0
 				continue
 			}
+			if n, j, ok := guardLine(b, i+1, v.maxArgs); ok {
+				i = j
+				if n > 0 {
+					v.state, v.args = gsDollar, int64(n)
+				}
+				continue
+			}
 			i++
 			v.state, v.neg, v.cr, v.digits, v.val = gsCount, false, false, false, 0
 
@@ -291,9 +298,48 @@ func (v *guardValidator) feed(b []byte) (int, guardErr) {
 			}
 
 		case gsDollar:
+			// Fast path: whole bulks inside b, the usual case.
+			args, lim := v.args, v.maxBulk
+			for i < len(b) && b[i] == '$' {
+				// guardLine, inlined by hand: lengths are short.
+				j, n := i+1, uint64(0)
+				for ; j < len(b); j++ {
+					d := b[j] - '0'
+					if d > 9 {
+						break
+					}
+					if n = n*10 + uint64(d); n > lim {
+						break
+					}
+				}
+				if n > lim || j == i+1 || j+1 >= len(b) || b[j] != '\r' || b[j+1] != '\n' || (b[i+1] == '0' && j > i+2) {
+					break
+				}
+				end := j + 2 + int(n) // n <= 2^40: no overflow
+				if end+1 >= len(b) || b[end] != '\r' || b[end+1] != '\n' {
+					break
+				}
+				i = end + 2
+				if args--; args == 0 {
+					break
+				}
+			}
+			v.args = args
+			if args == 0 {
+				v.state = gsFrame
+				continue
+			}
+			if i == len(b) {
+				continue
+			}
 			if b[i] != '$' {
 				v.got = b[i]
 				return start, guardDollar
+			}
+			if n, j, ok := guardLine(b, i+1, v.maxBulk); ok {
+				i = j
+				v.state, v.body = gsBody, int64(n)
+				continue
 			}
 			i++
 			v.state, v.neg, v.cr, v.digits, v.val = gsLen, false, false, false, 0
@@ -352,6 +398,29 @@ func (v *guardValidator) feed(b []byte) (int, guardErr) {
 		}
 	}
 	return len(b), guardOK
+}
+
+// guardLine is the fast path for a header line wholly inside b: the common
+// case of a number in canonical form, at most lim, followed by "\r\n" at
+// b[i:]. It returns the number and the index after the line. Anything else,
+// valid or not, is left to the byte-at-a-time path (ok false), so both paths
+// always agree.
+func guardLine(b []byte, i int, lim uint64) (n uint64, next int, ok bool) {
+	j := i
+	for ; j < len(b); j++ {
+		d := b[j] - '0'
+		if d > 9 {
+			break
+		}
+		n = n*10 + uint64(d) // n <= lim <= 2^40 before: no overflow
+		if n > lim {
+			return 0, 0, false
+		}
+	}
+	if j == i || j+1 >= len(b) || b[j] != '\r' || b[j+1] != '\n' || (b[i] == '0' && j > i+1) {
+		return 0, 0, false
+	}
+	return n, j + 2, true
 }
 
 // headerErr is the violation for a bad header line in the current state.
