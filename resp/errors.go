@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 
@@ -38,6 +39,24 @@ func engineErrorText(err error) string {
 		return "ERR cost must be an integer >= 0"
 	case errors.Is(err, engine.ErrPeriodTooLong):
 		return "ERR capacity/rate too large: a full refill would take longer than 2^60 ns (about 36 years)"
+	case errors.Is(err, engine.ErrZeroRate):
+		return "ERR zero rates are not supported"
+	case errors.Is(err, engine.ErrBadBurst):
+		return errRangePositive
+	case errors.Is(err, engine.ErrBadPeriod):
+		return "ERR period must be > 0 and < 1e12"
+	case errors.Is(err, engine.ErrBadTokens):
+		return errRangeOneToMax
+	case errors.Is(err, engine.ErrBadLimit):
+		return "ERR limit must be an integer >= 1"
+	case errors.Is(err, engine.ErrLimitTooLarge):
+		return "ERR limit is above the maximum of 2^60"
+	case errors.Is(err, engine.ErrLogLimitTooLarge):
+		return "ERR limit is above RL.LOG's maximum of 100000 entries per key"
+	case errors.Is(err, engine.ErrBadWindow):
+		return "ERR window must be an integer >= 1 (milliseconds)"
+	case errors.Is(err, engine.ErrWindowTooLong):
+		return "ERR window is above the maximum of 2^60 ns (about 36 years)"
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, context.Canceled):
 		return errShutdown
 	}
@@ -71,16 +90,35 @@ func unknownSubcommand(sub []byte, cmd string) string {
 	return "ERR unknown subcommand '" + sanitize(sub, 128) + "'. Try " + cmd + " HELP."
 }
 
-// unknownCommand is Redis's text for a command it does not know.
+// unknownCommand is Redis's text for a command it does not know, byte for
+// byte: the name cut to 128 bytes, then quoted arguments while the list is
+// shorter than 128 bytes, each cut to what is left of those 128 (C strings:
+// a NUL ends a name or argument), and '\r', '\n' shown as spaces.
 func unknownCommand(args [][]byte) string {
-	s := "ERR unknown command '" + sanitize(args[0], 128) + "', with args beginning with: "
+	cstr := func(b []byte, n int) []byte {
+		if i := bytes.IndexByte(b, 0); i >= 0 {
+			b = b[:i]
+		}
+		return b[:min(len(b), n)]
+	}
+	s := []byte("ERR unknown command '")
+	s = append(s, cstr(args[0], 128)...)
+	s = append(s, "', with args beginning with: "...)
+	list := len(s)
 	for _, a := range args[1:] {
-		if len(s) > 256 {
+		if len(s)-list >= 128 {
 			break
 		}
-		s += "'" + sanitize(a, 128) + "' "
+		s = append(s, '\'')
+		s = append(s, cstr(a, 128-(len(s)-1-list))...)
+		s = append(s, '\'', ' ')
 	}
-	return s
+	for i, c := range s {
+		if c == '\r' || c == '\n' {
+			s[i] = ' '
+		}
+	}
+	return string(s)
 }
 
 // sanitize makes b safe inside a one-line error: at most n bytes,
