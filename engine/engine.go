@@ -90,53 +90,48 @@ func (e *Engine) Do(ctx context.Context, nowNanos int64, reqs []Request, res []R
 		}
 		b.idx[si] = append(b.idx[si], int32(i))
 	}
+	// ctx is honoured only before anything is enqueued: once one shard has
+	// the batch, every shard gets its part and Do waits for all of them, so
+	// a batch is applied whole or not at all, and the shards never touch
+	// reqs or res after Do returns.
+	if err := ctx.Err(); err != nil {
+		e.pool.Put(b.reset())
+		return err
+	}
 	sent := 0
 	for si, idx := range b.idx {
 		if len(idx) == 0 {
 			continue
 		}
-		j := job{now: nowNanos, reqs: reqs, res: res, idx: idx, done: b.done}
-		select {
-		case e.shards[si].ch <- j:
-			sent++
-		case <-ctx.Done():
-			// Shards already sent to still write res and b: abandon b.
-			return ctx.Err()
-		}
+		e.shards[si].ch <- job{now: nowNanos, reqs: reqs, res: res, idx: idx, done: b.done}
+		sent++
 	}
 	for range sent {
-		select {
-		case <-b.done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		<-b.done
 	}
-	for si := range b.idx {
-		b.idx[si] = b.idx[si][:0]
-	}
-	e.pool.Put(b)
+	e.pool.Put(b.reset())
 	return nil
 }
 
-// onEach runs fn on every shard's goroutine and waits for all of them.
-func (e *Engine) onEach(ctx context.Context, fn func(i int, s *shard)) error {
-	done := make(chan struct{}, len(e.shards))
-	sent := 0
-	for i, s := range e.shards {
-		j := job{fn: func(s *shard) { fn(i, s) }, done: done}
-		select {
-		case s.ch <- j:
-			sent++
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+func (b *batch) reset() *batch {
+	for si := range b.idx {
+		b.idx[si] = b.idx[si][:0]
 	}
-	for range sent {
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	return b
+}
+
+// onEach runs fn on every shard's goroutine and waits for all of them.
+// Like Do, it honours ctx only before it starts.
+func (e *Engine) onEach(ctx context.Context, fn func(i int, s *shard)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	done := make(chan struct{}, len(e.shards))
+	for i, s := range e.shards {
+		s.ch <- job{fn: func(s *shard) { fn(i, s) }, done: done}
+	}
+	for range e.shards {
+		<-done
 	}
 	return nil
 }

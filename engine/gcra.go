@@ -13,8 +13,10 @@ import "math"
 // The tokens available at now are floor((tau - (max(now,TAT) - now)) / T).
 
 // TokenBucket builds an RL.ALLOW request: capacity tokens, refilled at
-// ratePerSec tokens per second, taking cost tokens. T = round(1e9/ratePerSec)
-// ns, at least 1. Cost 0 is a read-only peek.
+// ratePerSec tokens per second, taking cost tokens. T = ceil(1e9/ratePerSec)
+// ns (see intervalNanos), at least 1: rounding up means the bucket never refills faster than
+// the rate asked for, so over any interval W at most capacity + rate*W
+// tokens are allowed. Cost 0 is a read-only peek.
 func TokenBucket(key []byte, capacity int64, ratePerSec float64, cost int64) (Request, error) {
 	if capacity < 1 {
 		return Request{}, ErrBadCapacity
@@ -25,7 +27,7 @@ func TokenBucket(key []byte, capacity int64, ratePerSec float64, cost int64) (Re
 	if cost < 0 {
 		return Request{}, ErrBadCost
 	}
-	intervalF := math.Round(1e9 / ratePerSec)
+	intervalF := intervalNanos(ratePerSec)
 	if intervalF > float64(MaxDuration) {
 		return Request{}, ErrPeriodTooLong
 	}
@@ -34,6 +36,17 @@ func TokenBucket(key []byte, capacity int64, ratePerSec float64, cost int64) (Re
 		return Request{}, ErrPeriodTooLong
 	}
 	return Request{Op: OpGCRA, ReadOnly: cost == 0, Key: key, Interval: interval, Limit: capacity, Cost: cost}, nil
+}
+
+// intervalNanos is ceil(1e9/ratePerSec), except that a quotient within
+// 1e-12 (relative) of an integer is that integer, so float noise in a rate
+// such as 0.1 (1e10 ns, not 1e10+1) does not add a nanosecond.
+func intervalNanos(ratePerSec float64) float64 {
+	x := 1e9 / ratePerSec
+	if r := math.Round(x); math.Abs(x-r) <= r*1e-12 {
+		return r
+	}
+	return math.Ceil(x)
 }
 
 // gcra decides one token bucket request. tat is the stored TAT (0 when the

@@ -17,6 +17,14 @@ const (
 	// OpTTL reports the nanoseconds until the key's state is empty again
 	// in Result.Value (-2 when the key is missing) and its kind in Result.Kind.
 	OpTTL Op = 4
+	// OpFixed is a fixed window decision (RL.FIXED).
+	OpFixed Op = 5
+	// OpSliding is a sliding window counter decision (RL.SLIDING).
+	OpSliding Op = 6
+	// OpLog is a sliding window log decision (RL.LOG).
+	OpLog Op = 7
+	// OpShape is a leaky bucket queue decision (RL.SHAPE).
+	OpShape Op = 8
 )
 
 // Kind is the kind of state a key holds. A key holds exactly one kind.
@@ -25,8 +33,12 @@ type Kind uint8
 
 // Kinds of state.
 const (
-	KindNone Kind = 0
-	KindGCRA Kind = 1
+	KindNone    Kind = 0
+	KindGCRA    Kind = 1 // token bucket: RL.ALLOW, RL.PEEK, CL.THROTTLE, GCRA
+	KindFixed   Kind = 2 // RL.FIXED
+	KindSliding Kind = 3 // RL.SLIDING
+	KindLog     Kind = 4 // RL.LOG
+	KindShape   Kind = 5 // RL.SHAPE
 )
 
 // String is the name TYPE replies with.
@@ -34,6 +46,14 @@ func (k Kind) String() string {
 	switch k {
 	case KindGCRA:
 		return "rl-gcra"
+	case KindFixed:
+		return "rl-fixed"
+	case KindSliding:
+		return "rl-sliding"
+	case KindLog:
+		return "rl-log"
+	case KindShape:
+		return "rl-shape"
 	default:
 		return "none"
 	}
@@ -47,6 +67,15 @@ const MaxDuration = int64(1) << 60
 // MaxNow is the largest time the engine accepts (2^62 ns, the year 2116).
 const MaxNow = int64(1) << 62
 
+// MaxLimit is the largest limit RL.FIXED and RL.SLIDING accept (2^60), so
+// that counts plus costs cannot overflow int64.
+const MaxLimit = int64(1) << 60
+
+// MaxLogLimit is the largest limit RL.LOG accepts. The log keeps one
+// timestamp (8 bytes) per admitted unit of cost still inside the window, so
+// a key never holds more than MaxLogLimit*8 bytes (800 KB) of log.
+const MaxLogLimit = 100_000
+
 // Sentinel errors. The resp package maps them to wire text.
 var (
 	ErrWrongType     = errors.New("wrong kind of state for this key")
@@ -55,6 +84,17 @@ var (
 	ErrBadCost       = errors.New("cost must be a non-negative integer")
 	ErrPeriodTooLong = errors.New("capacity divided by rate exceeds the longest supported period")
 	ErrClosed        = errors.New("engine closed")
+
+	ErrZeroRate         = errors.New("zero rates are not supported")
+	ErrBadBurst         = errors.New("max burst must be a non-negative integer")
+	ErrBadPeriod        = errors.New("period must be a number of seconds above 0 and below 1e12")
+	ErrBadTokens        = errors.New("tokens must be a positive integer")
+	ErrBadLimit         = errors.New("limit must be a positive integer")
+	ErrLimitTooLarge    = errors.New("limit exceeds the largest supported limit (2^60)")
+	ErrLogLimitTooLarge = errors.New("limit exceeds the sliding log maximum of 100000")
+	ErrBadWindow        = errors.New("window must be a positive integer")
+	ErrWindowTooLong    = errors.New("window exceeds the longest supported duration")
+	ErrBadRecord        = errors.New("invalid state record")
 )
 
 // Request is one typed command for the engine. Requests are built by the
@@ -64,9 +104,10 @@ type Request struct {
 	Op       Op
 	ReadOnly bool   // compute the decision, never write or create state
 	Key      []byte // the key; any bytes
-	Interval int64  // GCRA: emission interval T in ns (>= 1)
-	Limit    int64  // GCRA: bucket capacity in tokens (tau = Limit*Interval)
-	Cost     int64  // tokens this call takes (>= 0)
+	Interval int64  // GCRA, SHAPE: emission interval T in ns (>= 1)
+	Limit    int64  // GCRA: bucket capacity in tokens (tau = Limit*Interval); FIXED, SLIDING, LOG: most units per window; SHAPE: queue capacity in units
+	Window   int64  // FIXED, SLIDING, LOG: window length in ns (>= 1)
+	Cost     int64  // tokens (units) this call takes (>= 0)
 }
 
 // Result is the outcome of one Request. Durations are in nanoseconds;
@@ -78,6 +119,8 @@ type Result struct {
 	Remaining  int64 // whole tokens (or requests) left after this call
 	RetryAfter int64 // ns until the same call would be allowed; 0 when allowed, -1 never
 	ResetAfter int64 // ns until the state is empty (bucket full) again
+	Delay      int64 // SHAPE: ns the caller waits before proceeding when admitted; -1 when rejected
+	Queued     int64 // SHAPE: units in the queue at now, this call's included when admitted (<= capacity)
 	Value      int64 // OpDel, OpExists, OpTTL: see the Op
 	Kind       Kind  // OpTTL: the key's kind
 }

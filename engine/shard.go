@@ -5,9 +5,15 @@ package engine
 type shard struct {
 	ch chan job
 
-	now   int64          // last time seen; time never runs backwards here
-	index map[string]ref // key -> kind and slot
-	gcra  slab[int64]    // TATs
+	now     int64              // last time seen; time never runs backwards here
+	index   map[string]ref     // key -> kind and slot
+	gen     uint64             // incremented by flush, which replaces index
+	gcra    slab[int64]        // TATs
+	fixed   slab[fixedState]   // fixed windows
+	sliding slab[slidingState] // sliding window counters
+	log     slab[logState]     // sliding window logs
+	shape   slab[int64]        // queue schedule ends
+	walks   []*exporter        // exports in progress (record.go)
 }
 
 // job is one message to a shard: either a slice of a batch (reqs at idx) or
@@ -66,8 +72,26 @@ func (s *shard) expiresAt(r ref) int64 {
 	switch r.kind() {
 	case KindGCRA:
 		return s.gcra.vals[r.slot()]
+	case KindFixed:
+		return s.fixed.vals[r.slot()].end
+	case KindSliding:
+		return s.sliding.vals[r.slot()].expiresAt()
+	case KindLog:
+		return s.log.vals[r.slot()].expiresAt()
+	case KindShape:
+		return s.shape.vals[r.slot()]
 	}
 	panic("engine: unknown kind in index")
+}
+
+// insert adds a new key. Exports in progress note it, so that a key
+// created (or deleted and created again) during an export is never
+// exported twice.
+func (s *shard) insert(key string, r ref) {
+	s.index[key] = r
+	for _, x := range s.walks {
+		x.created[key] = struct{}{}
+	}
 }
 
 func (s *shard) drop(key []byte, r ref) {
@@ -79,6 +103,14 @@ func (s *shard) free(r ref) {
 	switch r.kind() {
 	case KindGCRA:
 		s.gcra.del(r.slot())
+	case KindFixed:
+		s.fixed.del(r.slot())
+	case KindSliding:
+		s.sliding.del(r.slot())
+	case KindLog:
+		s.log.del(r.slot())
+	case KindShape:
+		s.shape.del(r.slot())
 	}
 }
 
@@ -87,6 +119,14 @@ func (s *shard) apply(r *Request, out *Result) {
 	switch r.Op {
 	case OpGCRA:
 		s.applyGCRA(r, out)
+	case OpFixed:
+		applyValue(s, KindFixed, &s.fixed, r, out, fixed)
+	case OpSliding:
+		applyValue(s, KindSliding, &s.sliding, r, out, sliding)
+	case OpLog:
+		s.applyLog(r, out)
+	case OpShape:
+		applyValue(s, KindShape, &s.shape, r, out, shape)
 	case OpDel:
 		if ref, ok := s.lookup(r.Key); ok {
 			s.drop(r.Key, ref)
@@ -125,7 +165,50 @@ func (s *shard) applyGCRA(r *Request, out *Result) {
 		s.gcra.vals[ref.slot()] = next
 		return
 	}
-	s.index[string(r.Key)] = makeRef(KindGCRA, s.gcra.add(next))
+	s.insert(string(r.Key), makeRef(KindGCRA, s.gcra.add(next)))
+}
+
+// applyValue decides a request whose state is a plain value of type T in
+// sl: decide gets the stored value (the zero value when the key is missing)
+// and returns the value to store when store is true.
+func applyValue[T any](s *shard, k Kind, sl *slab[T], r *Request, out *Result,
+	decide func(now int64, st T, r *Request, out *Result) (T, bool)) {
+	ref, ok := s.lookup(r.Key)
+	if ok && ref.kind() != k {
+		out.Err = ErrWrongType
+		return
+	}
+	var st T
+	if ok {
+		st = sl.vals[ref.slot()]
+	}
+	next, store := decide(s.now, st, r, out)
+	if !store {
+		return
+	}
+	if ok {
+		sl.vals[ref.slot()] = next
+		return
+	}
+	s.insert(string(r.Key), makeRef(k, sl.add(next)))
+}
+
+// applyLog decides a sliding window log request; the log is updated in
+// place, so an existing key's ring is reused.
+func (s *shard) applyLog(r *Request, out *Result) {
+	ref, ok := s.lookup(r.Key)
+	if ok && ref.kind() != KindLog {
+		out.Err = ErrWrongType
+		return
+	}
+	if ok {
+		slidingLog(s.now, &s.log.vals[ref.slot()], r, out)
+		return
+	}
+	var st logState
+	if slidingLog(s.now, &st, r, out) {
+		s.insert(string(r.Key), makeRef(KindLog, s.log.add(st)))
+	}
 }
 
 // sweep examines up to budget keys and drops those whose state is empty
@@ -162,5 +245,10 @@ func (s *shard) live(now int64) int {
 
 func (s *shard) flush() {
 	s.index = make(map[string]ref)
+	s.gen++
 	s.gcra.reset()
+	s.fixed.reset()
+	s.sliding.reset()
+	s.log.reset()
+	s.shape.reset()
 }
