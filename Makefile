@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: build run test test-deps bench lint clean
+.PHONY: build run cluster test test-deps bench lint clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/rlserver
@@ -13,6 +13,11 @@ build:
 # Starts a standalone server on its defaults: 127.0.0.1:6379, data in ./data.
 run: build
 	./$(BIN)
+
+# Starts a local three-node Raft cluster: clients on 127.0.0.1:7381-7383,
+# data in ./data/cluster (see docs/cluster.md).
+cluster: build
+	./scripts/cluster.sh
 
 # The end-to-end tests drive redis-cli; install it when it is missing.
 test-deps:

@@ -152,6 +152,22 @@ func (e *Engine) Flush(ctx context.Context) error {
 	return e.onEach(ctx, func(_ int, s *shard) { s.flush() })
 }
 
+// Changes counts the writes to limiter state since New: decisions that
+// stored state, deletions, flushes of a non-empty shard and imported
+// records. Reads, denied or read-only decisions, and the dropping of
+// expired state (which is invisible) do not count. A snapshot taken after
+// Changes returned n reflects at least those n changes, so a saver that
+// sees the same count again has nothing new to write. The count is
+// published at the end of each shard job, so it is exact once the calls
+// that made the changes have returned.
+func (e *Engine) Changes() uint64 {
+	var n uint64
+	for _, s := range e.shards {
+		n += s.changes.Load()
+	}
+	return n
+}
+
 // Sweep examines up to budget keys per shard and drops those whose state is
 // empty again at nowNanos. It returns the totals examined and dropped, so a
 // caller can sweep again at once when many keys were expired.

@@ -958,3 +958,53 @@ func raceEnabled() bool {
 	}
 	return false
 }
+
+// TestChanges: the change counter that tells a snapshot saver whether
+// anything is new counts writes only.
+func TestChanges(t *testing.T) {
+	e := newEngine(t, 4)
+	const t0 = int64(1e18)
+	want := uint64(0)
+	check := func(step string) {
+		t.Helper()
+		if got := e.Changes(); got != want {
+			t.Errorf("%s: Changes = %d, want %d", step, got, want)
+		}
+	}
+	check("new engine")
+	do1(t, e, t0, bucket(t, "a", 2, 1, 1))
+	want++
+	check("allowed")
+	do1(t, e, t0, bucket(t, "a", 2, 1, 1))
+	want++
+	do1(t, e, t0, bucket(t, "a", 2, 1, 1)) // denied: nothing stored
+	check("denied")
+	do1(t, e, t0, peekReq(t, "a", 2, 1, 1))
+	do1(t, e, t0, bucket(t, "a", 2, 1, 0))
+	exists(t, e, t0, "a")
+	ttl(t, e, t0, "a")
+	check("reads")
+	do1(t, e, t0, keyReq(OpDel, "a"))
+	want++
+	do1(t, e, t0, keyReq(OpDel, "a")) // missing: nothing removed
+	check("deleted")
+	do1(t, e, t0, bucket(t, "b", 1, 1, 1))
+	want++
+	// b is full again after 1 s: dropping it is invisible.
+	if exists(t, e, t0+2e9, "b") {
+		t.Fatal("b still exists")
+	}
+	check("expired")
+	do1(t, e, t0+2e9, bucket(t, "c", 1, 1, 1))
+	want++
+	if err := e.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want++ // one non-empty shard
+	check("flushed")
+	if err := e.Import(context.Background(), t0+2e9, []Record{{Key: "d", Kind: KindGCRA, Fields: []int64{t0 + 5e9}}}); err != nil {
+		t.Fatal(err)
+	}
+	want++
+	check("imported")
+}

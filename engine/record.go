@@ -256,6 +256,7 @@ func (s *shard) put(rec *Record) {
 		delete(s.index, rec.Key)
 		s.free(old)
 	}
+	s.dirty++
 	f := rec.Fields
 	var r ref
 	switch rec.Kind {

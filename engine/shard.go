@@ -1,5 +1,7 @@
 package engine
 
+import "sync/atomic"
+
 // shard owns a partition of the keys. Only the shard's goroutine (run)
 // touches its fields: there is no mutex on limiter state.
 type shard struct {
@@ -14,6 +16,12 @@ type shard struct {
 	log     slab[logState]     // sliding window logs
 	shape   slab[int64]        // queue schedule ends
 	walks   []*exporter        // exports in progress (record.go)
+
+	// dirty counts the state changes of the current job; run adds it to
+	// changes once per job, so a write costs a plain increment and only
+	// readers of Changes touch the atomic's cache line.
+	dirty   uint64
+	changes atomic.Uint64
 }
 
 // job is one message to a shard: either a slice of a batch (reqs at idx) or
@@ -40,6 +48,10 @@ func (s *shard) run() {
 			for _, i := range j.idx {
 				s.apply(&j.reqs[i], &j.res[i])
 			}
+		}
+		if s.dirty != 0 {
+			s.changes.Add(s.dirty)
+			s.dirty = 0
 		}
 		j.done <- struct{}{}
 	}
@@ -130,6 +142,7 @@ func (s *shard) apply(r *Request, out *Result) {
 	case OpDel:
 		if ref, ok := s.lookup(r.Key); ok {
 			s.drop(r.Key, ref)
+			s.dirty++
 			out.Value = 1
 		}
 	case OpExists:
@@ -161,6 +174,7 @@ func (s *shard) applyGCRA(r *Request, out *Result) {
 	if !store {
 		return
 	}
+	s.dirty++
 	if ok {
 		s.gcra.vals[ref.slot()] = next
 		return
@@ -186,6 +200,7 @@ func applyValue[T any](s *shard, k Kind, sl *slab[T], r *Request, out *Result,
 	if !store {
 		return
 	}
+	s.dirty++
 	if ok {
 		sl.vals[ref.slot()] = next
 		return
@@ -202,11 +217,14 @@ func (s *shard) applyLog(r *Request, out *Result) {
 		return
 	}
 	if ok {
-		slidingLog(s.now, &s.log.vals[ref.slot()], r, out)
+		if slidingLog(s.now, &s.log.vals[ref.slot()], r, out) {
+			s.dirty++
+		}
 		return
 	}
 	var st logState
 	if slidingLog(s.now, &st, r, out) {
+		s.dirty++
 		s.insert(string(r.Key), makeRef(KindLog, s.log.add(st)))
 	}
 }
@@ -244,6 +262,9 @@ func (s *shard) live(now int64) int {
 }
 
 func (s *shard) flush() {
+	if len(s.index) > 0 {
+		s.dirty++
+	}
 	s.index = make(map[string]ref)
 	s.gen++
 	s.gcra.reset()

@@ -73,6 +73,10 @@ func container(name, summary, group string, subs ...*command) *command {
 			cl.rep.conn.WriteError(wrongArity(sc.name))
 			return cmdOK
 		}
+		// CLIENT LIST's cmd= names the subcommand, as Redis's does.
+		cl.mu.Lock()
+		cl.lastCmd = sc.name
+		cl.mu.Unlock()
 		return sc.handler(s, cl, args)
 	}
 	return c

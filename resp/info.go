@@ -12,7 +12,7 @@ import (
 
 // INFO, with Redis's section and field names where they apply.
 
-var infoSections = []string{"server", "clients", "memory", "stats", "keyspace"}
+var infoSections = []string{"server", "clients", "memory", "stats", "replication", "keyspace"}
 
 func cmdInfo(s *Server, c *client, args [][]byte) outcome {
 	want := map[string]bool{}
@@ -91,6 +91,8 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 		kv("rl_allowed", st.Allowed.Load())
 		kv("rl_denied", st.Denied.Load())
 		kv("acl_access_denied_auth", st.AuthFailures.Load())
+	case "replication":
+		s.writeReplicationInfo(kv)
 	case "keyspace":
 		n, err := s.backend.Len(context.Background())
 		if err == nil && n > 0 {

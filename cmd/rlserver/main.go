@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -18,9 +19,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/rlserver/rlserver/cluster"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/resp"
 )
@@ -35,6 +38,7 @@ type options struct {
 	requirePass string
 	logLevel    string
 	showVersion bool
+	cluster     clusterOptions
 }
 
 func main() {
@@ -68,6 +72,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.requirePass, "requirepass", "", "password clients must give with AUTH or HELLO ... AUTH (empty: none)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+	addClusterFlags(fs, &o.cluster)
 	fs.Usage = func() {
 		out := fs.Output()
 		fmt.Fprintf(out, "rlserver %s: a rate-limiter server that speaks the Redis protocol.\n\n", version)
@@ -87,11 +92,23 @@ func parseFlags(args []string) (options, error) {
 	if envErr != nil {
 		return o, envErr
 	}
+	// The flag package would print its error and the whole usage on stderr
+	// for a bad flag; main reports the error once, in one line, instead.
+	// --help prints the usage on stdout.
+	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
-		return o, err
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(os.Stdout)
+			fs.Usage()
+			return o, err
+		}
+		return o, fmt.Errorf("%v (see rlserver --help)", err)
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q (see rlserver --help)", fs.Arg(0))
+	}
+	if err := o.cluster.check(); err != nil {
+		return o, err
 	}
 	if o.shards < 1 || o.shards > 4096 {
 		return o, fmt.Errorf("invalid value %d for --shards: must be between 1 and 4096", o.shards)
@@ -147,6 +164,15 @@ func run(o options) error {
 
 	eng := engine.New(o.shards)
 	defer eng.Close()
+	var backend resp.Backend = resp.Standalone{Engine: eng}
+	var node *cluster.Node
+	if o.cluster.nodeID != "" {
+		node, err = openCluster(context.Background(), o.cluster, eng, o.dir, ln.Addr(), o.requirePass, o.logLevel, log)
+		if err != nil {
+			return err
+		}
+		backend = node
+	}
 	dir, _ := filepath.Abs(o.dir)
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
 	srv := resp.New(resp.Config{
@@ -164,11 +190,27 @@ func run(o options) error {
 			"shards":      strconv.Itoa(o.shards),
 			"requirepass": "",
 		},
-	}, resp.Standalone{Engine: eng})
+	}, backend)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	go resp.Sweep(ctx, eng, 100*time.Millisecond, 1000)
+	// The sweeper sends to the shards' queues, so it must have returned
+	// before the engine closes them (deferred above): stopSweep cancels it
+	// and waits.
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		if node != nil {
+			node.Sweep(ctx, 100*time.Millisecond, 1000)
+		} else {
+			resp.Sweep(ctx, eng, 100*time.Millisecond, 1000)
+		}
+	}()
+	stopSweep := sync.OnceFunc(func() {
+		stop()
+		<-swept
+	})
+	defer stopSweep()
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -186,6 +228,12 @@ func run(o options) error {
 		log.Warn("connections still open at shutdown deadline; closing them", "err", err)
 	}
 	<-served
+	stopSweep()
+	if node != nil {
+		if err := node.Close(); err != nil {
+			log.Warn("raft shutdown", "err", err)
+		}
+	}
 	log.Info("rlserver stopped")
 	return nil
 }

@@ -1,0 +1,276 @@
+package cluster
+
+import (
+	"context"
+	"encoding/binary"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/rlserver/rlserver/engine"
+)
+
+// Group commit. Every Do call (a connection's pipeline) and every batch a
+// follower forwards becomes a call; one goroutine gathers the calls waiting
+// and submits them together: on the leader as one log entry, on a follower
+// as one forwarded message. At most maxInflight submissions are outstanding,
+// so under load calls queue up while the log syncs and the next entry is
+// larger: the cost of a commit is shared by everyone who arrived meanwhile.
+
+const (
+	maxInflight  = 2
+	maxCallReqs  = 16384   // requests per entry
+	maxCallBytes = 4 << 20 // encoded bytes per entry
+)
+
+// Call states. The batcher takes a queued call, or its caller abandons it
+// (its wait ended before the batcher got to it): exactly one wins, so an
+// abandoned call is certainly never sent.
+const (
+	callQueued int32 = iota
+	callTaken
+	callAbandoned
+)
+
+type call struct {
+	chunk     []byte // encoded requests; read-only once queued
+	n         int
+	localOnly bool // forwarded to us: apply here or fail, never forward again
+	state     atomic.Int32
+	done      chan callResult // buffered: the batcher never blocks on it
+}
+
+// callResult gives a call its results: res[off:off+n] of a shared slice.
+type callResult struct {
+	res []engine.Result
+	off int
+	err error
+}
+
+func (n *Node) runBatcher() {
+	defer n.wg.Done()
+	for {
+		select {
+		case n.sem <- struct{}{}:
+		case <-n.closing:
+			return
+		}
+		var first *call
+		select {
+		case first = <-n.calls:
+		case <-n.closing:
+			return
+		}
+		calls := make([]*call, 0, 16)
+		reqs, size := 0, 0
+		take := func(c *call) {
+			if c.state.CompareAndSwap(callQueued, callTaken) {
+				calls = append(calls, c)
+				reqs += c.n
+				size += len(c.chunk)
+			}
+		}
+		take(first)
+	gather:
+		for reqs < maxCallReqs && size < maxCallBytes {
+			select {
+			case c := <-n.calls:
+				take(c)
+			default:
+				break gather
+			}
+		}
+		if len(calls) == 0 {
+			<-n.sem
+			continue
+		}
+		n.dispatch(calls, reqs, size)
+	}
+}
+
+func fail(calls []*call, err error) {
+	for _, c := range calls {
+		c.done <- callResult{err: err}
+	}
+}
+
+// dispatch submits the gathered calls and arranges for their results; it
+// releases the in-flight slot when they are delivered.
+func (n *Node) dispatch(calls []*call, reqs, size int) {
+	switch n.raft.State() {
+	case raft.Leader:
+		buf := make([]byte, 0, 24+size)
+		buf = appendEntryHeader(buf, cmdBatch, time.Now().UnixNano())
+		buf = binary.AppendUvarint(buf, uint64(reqs))
+		for _, c := range calls {
+			buf = append(buf, c.chunk...)
+		}
+		f := n.raft.Apply(buf, n.cfg.CommitTimeout)
+		go func() {
+			defer func() { <-n.sem }()
+			err := applyErr(f.Error())
+			if err != nil {
+				fail(calls, err)
+				return
+			}
+			br, ok := f.Response().(*batchResult)
+			if !ok || len(br.res) != reqs {
+				fail(calls, ErrUnknownOutcome)
+				return
+			}
+			deliver(calls, br.res)
+		}()
+	case raft.Shutdown:
+		fail(calls, ErrShutdown)
+		<-n.sem
+	default:
+		var fwd []*call
+		for _, c := range calls {
+			if c.localOnly {
+				c.done <- callResult{err: errNotLeader}
+				reqs -= c.n
+				continue
+			}
+			fwd = append(fwd, c)
+		}
+		if len(fwd) == 0 {
+			<-n.sem
+			return
+		}
+		if ackBeforeCommit {
+			n.plantedAck(fwd, reqs)
+			return
+		}
+		buf := make([]byte, 0, 10+size)
+		buf = binary.AppendUvarint(buf, uint64(reqs))
+		for _, c := range fwd {
+			buf = append(buf, c.chunk...)
+		}
+		go func() {
+			defer func() { <-n.sem }()
+			// The callers give up after the commit wait; a little more here
+			// lets a late reply still reach the ones that have not.
+			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.CommitTimeout+time.Second)
+			defer cancel()
+			body, err := n.forward(ctx, msgBatch, buf)
+			if err != nil {
+				fail(fwd, err)
+				return
+			}
+			res, err := decodeResults(body)
+			if err != nil || len(res) != reqs {
+				fail(fwd, ErrUnknownOutcome)
+				return
+			}
+			deliver(fwd, res)
+		}()
+	}
+}
+
+func deliver(calls []*call, res []engine.Result) {
+	off := 0
+	for _, c := range calls {
+		c.done <- callResult{res: res, off: off}
+		off += c.n
+	}
+}
+
+// submit queues an encoded chunk of count requests into the group commit
+// and waits for its results, res[off:off+count]. With localOnly false it
+// retries, through whichever node is leader, while the command is certainly
+// not appended, until ctx ends.
+func (n *Node) submit(ctx context.Context, chunk []byte, count int, localOnly bool) ([]engine.Result, int, error) {
+	for {
+		c := &call{chunk: chunk, n: count, localOnly: localOnly, done: make(chan callResult, 1)}
+		select {
+		case n.calls <- c:
+		case <-ctx.Done():
+			return nil, 0, n.notAppended()
+		case <-n.closing:
+			return nil, 0, ErrShutdown
+		}
+		var r callResult
+		select {
+		case r = <-c.done:
+		case <-ctx.Done():
+			if c.state.CompareAndSwap(callQueued, callAbandoned) {
+				return nil, 0, n.notAppended()
+			}
+			return nil, 0, ErrUnknownOutcome
+		case <-n.closing:
+			if c.state.CompareAndSwap(callQueued, callAbandoned) {
+				return nil, 0, ErrShutdown
+			}
+			select {
+			case r = <-c.done:
+			case <-ctx.Done():
+				return nil, 0, ErrUnknownOutcome
+			}
+		}
+		if r.err == nil {
+			return r.res, r.off, nil
+		}
+		if localOnly || !retryable(r.err) {
+			return nil, 0, exported(r.err)
+		}
+		if !n.pause(ctx) {
+			return nil, 0, n.notAppended()
+		}
+	}
+}
+
+// pause waits a little before a retry; false when ctx ended or the node is
+// closing.
+func (n *Node) pause(ctx context.Context) bool {
+	t := time.NewTimer(retryPause)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-n.closing:
+		return false
+	}
+}
+
+const retryPause = 10 * time.Millisecond
+
+// notAppended is the error for a command that was never sent: CLUSTERDOWN
+// while no leader is known, TRYAGAIN otherwise.
+func (n *Node) notAppended() error {
+	if addr, _ := n.raft.LeaderWithID(); addr == "" {
+		return ErrNoLeader
+	}
+	return ErrNotAppended
+}
+
+// exported turns internal errors into the package's sentinels.
+func exported(err error) error {
+	if err == errNotLeader {
+		return ErrNotAppended
+	}
+	return err
+}
+
+// plantedAck is the bug the rlserver_ackbeforecommit build tag plants, to
+// show that the linearizability tests catch it: a follower decides the batch
+// on its own engine and answers without replicating it.
+func (n *Node) plantedAck(calls []*call, reqs int) {
+	defer func() { <-n.sem }()
+	var all []engine.Request
+	for _, c := range calls {
+		r, err := decodeRequests(c.chunk, uint64(c.n))
+		if err != nil {
+			fail(calls, ErrUnknownOutcome)
+			return
+		}
+		all = append(all, r...)
+	}
+	res := make([]engine.Result, reqs)
+	if err := n.fsm.eng.Do(context.Background(), time.Now().UnixNano(), all, res); err != nil {
+		fail(calls, ErrUnknownOutcome)
+		return
+	}
+	deliver(calls, res)
+}

@@ -1,0 +1,413 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/rlserver/rlserver/engine"
+)
+
+// In-process clusters: real TCP on loopback, real bolt stores in temp
+// dirs, short timeouts, and waits that poll until a deadline.
+
+type tnode struct {
+	id   string
+	dir  string
+	addr string // raft address, fixed after the first start
+	eng  *engine.Engine
+	n    *Node
+}
+
+type tcluster struct {
+	t     *testing.T
+	nodes []*tnode
+	tweak func(*Config)
+}
+
+func testConfig(id, dir, addr string) Config {
+	return Config{
+		NodeID:           id,
+		RaftAddr:         addr,
+		RESPAddr:         "resp-" + id + ":6379",
+		Dir:              dir,
+		HeartbeatTimeout: 200 * time.Millisecond,
+		ElectionTimeout:  200 * time.Millisecond,
+		CommitTimeout:    3 * time.Second,
+		NoSync:           true,
+		RaftLog:          io.Discard,
+	}
+}
+
+func (c *tcluster) start(tn *tnode, bootstrap bool) {
+	c.t.Helper()
+	cfg := testConfig(tn.id, tn.dir, tn.addr)
+	cfg.Bootstrap = bootstrap
+	if c.tweak != nil {
+		c.tweak(&cfg)
+	}
+	tn.eng = engine.New(4)
+	n, err := Open(cfg, tn.eng)
+	if err != nil {
+		c.t.Fatalf("open %s: %v", tn.id, err)
+	}
+	tn.n = n
+	tn.addr = n.RaftAddr()
+}
+
+// stop ends a node abruptly (no leadership hand-off), like a crash.
+func (tn *tnode) stop() {
+	if tn.n == nil {
+		return
+	}
+	tn.n.noTransfer = true
+	tn.n.Close()
+	tn.eng.Close()
+	tn.n = nil
+}
+
+// newCluster bootstraps n1 and adds the others through RL.CLUSTER JOIN's
+// code path.
+func newCluster(t *testing.T, size int, tweak func(*Config)) *tcluster {
+	c := &tcluster{t: t, tweak: tweak}
+	for i := range size {
+		tn := &tnode{id: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), addr: "127.0.0.1:0"}
+		c.nodes = append(c.nodes, tn)
+	}
+	t.Cleanup(func() {
+		for _, tn := range c.nodes {
+			tn.stop()
+		}
+	})
+	c.start(c.nodes[0], true)
+	c.leader()
+	for _, tn := range c.nodes[1:] {
+		c.add(tn)
+	}
+	c.waitAllSeeLeader()
+	return c
+}
+
+func (c *tcluster) add(tn *tnode) {
+	c.t.Helper()
+	c.start(tn, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Through any member: a follower forwards the join to the leader.
+	if err := c.nodes[0].n.Join(ctx, tn.id, tn.addr); err != nil {
+		c.t.Fatalf("join %s: %v", tn.id, err)
+	}
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (c *tcluster) live() []*tnode {
+	var out []*tnode
+	for _, tn := range c.nodes {
+		if tn.n != nil {
+			out = append(out, tn)
+		}
+	}
+	return out
+}
+
+func (c *tcluster) leader() *tnode {
+	c.t.Helper()
+	var l *tnode
+	waitFor(c.t, 10*time.Second, "a leader", func() bool {
+		for _, tn := range c.live() {
+			if tn.n.raft.State() == raft.Leader {
+				l = tn
+				return true
+			}
+		}
+		return false
+	})
+	return l
+}
+
+func (c *tcluster) waitAllSeeLeader() {
+	c.t.Helper()
+	waitFor(c.t, 10*time.Second, "every node to know the leader", func() bool {
+		for _, tn := range c.live() {
+			if addr, _ := tn.n.raft.LeaderWithID(); addr == "" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// converged waits until every live node reports the same applied index and
+// digest, and returns them.
+func (c *tcluster) converged() (uint64, string) {
+	c.t.Helper()
+	var idx uint64
+	var dig string
+	var last string
+	waitFor(c.t, 15*time.Second, "identical digests", func() bool {
+		ctx := context.Background()
+		idx, dig, last = 0, "", ""
+		for i, tn := range c.live() {
+			ix, d, err := tn.n.Digest(ctx)
+			if err != nil {
+				return false
+			}
+			last += fmt.Sprintf(" %s@%d=%.8s", tn.id, ix, d)
+			if i == 0 {
+				idx, dig = ix, d
+			} else if ix != idx || d != dig {
+				return false
+			}
+		}
+		return true
+	})
+	c.t.Logf("converged at index %d, digest %.16s", idx, dig)
+	return idx, dig
+}
+
+// do runs one request through node tn, retrying errors that guarantee the
+// command was not applied (as a client would on TRYAGAIN/CLUSTERDOWN).
+func do(t *testing.T, tn *tnode, req engine.Request) engine.Result {
+	t.Helper()
+	res := make([]engine.Result, 1)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := tn.n.Do(context.Background(), []engine.Request{req}, res)
+		if err == nil {
+			return res[0]
+		}
+		if !errors.Is(err, ErrNoLeader) && !errors.Is(err, ErrNotAppended) || time.Now().After(deadline) {
+			t.Fatalf("do via %s: %v", tn.id, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// drain takes the whole capacity of key through tn (rate near zero: the
+// bucket stays empty for the test's lifetime).
+func drain(t *testing.T, tn *tnode, key string, capacity int64) {
+	t.Helper()
+	r := do(t, tn, allow(t, key, capacity, 1e-6, capacity))
+	if !r.Allowed {
+		t.Fatalf("drain %s via %s: denied", key, tn.id)
+	}
+}
+
+func denied(t *testing.T, tn *tnode, key string, capacity int64) bool {
+	t.Helper()
+	return !do(t, tn, allow(t, key, capacity, 1e-6, 1)).Allowed
+}
+
+// TestClusterGroupCommitAcrossNodes: many goroutines on every node race for
+// the same buckets; exactly the capacity is admitted in total, and every
+// replica ends identical.
+func TestClusterGroupCommitAcrossNodes(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	const keys, capacity, workers, perWorker = 4, 30, 12, 20
+	var allowed [keys]atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tn := c.nodes[w%3]
+			for i := range perWorker {
+				k := (w + i) % keys
+				// A pipeline of two: both keys travel in one batch.
+				reqs := []engine.Request{
+					allow(t, fmt.Sprintf("k%d", k), capacity, 1e-6, 1),
+					allow(t, fmt.Sprintf("k%d", (k+1)%keys), capacity, 1e-6, 1),
+				}
+				res := make([]engine.Result, 2)
+				if err := tn.n.Do(context.Background(), reqs, res); err != nil {
+					t.Errorf("do via %s: %v", tn.id, err)
+					return
+				}
+				for j, r := range res {
+					if r.Allowed {
+						allowed[(k+j)%keys].Add(1)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for k := range keys {
+		if got := allowed[k].Load(); got != capacity {
+			t.Errorf("key k%d: %d admitted, want exactly %d", k, got, capacity)
+		}
+	}
+	for _, tn := range c.nodes {
+		if !denied(t, tn, "k0", capacity) {
+			t.Errorf("k0 not drained as seen from %s", tn.id)
+		}
+	}
+	// DBSIZE and FLUSHALL go through the log from any node.
+	n, err := c.nodes[2].n.Len(context.Background())
+	if err != nil || n != keys {
+		t.Fatalf("Len via follower = %d, %v; want %d", n, err, keys)
+	}
+	c.converged()
+	if err := c.nodes[1].n.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.nodes[0].n.Len(context.Background()); n != 0 {
+		t.Fatalf("Len after flush = %d", n)
+	}
+	c.converged()
+}
+
+// TestClusterLeaderLossKeepsConsumption: buckets drained through the old
+// leader and through followers stay drained after the leader dies; the
+// survivors and then the restarted old leader converge to one state.
+func TestClusterLeaderLossKeepsConsumption(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	old := c.leader()
+	for i, tn := range c.nodes {
+		drain(t, tn, fmt.Sprintf("via-%d", i), 10)
+	}
+	drain(t, old, "via-leader", 7)
+	start := time.Now()
+	old.stop()
+	nl := c.leader()
+	// The first successful command after the kill, through a follower.
+	var other *tnode
+	for _, tn := range c.live() {
+		if tn != nl {
+			other = tn
+		}
+	}
+	if !denied(t, other, "via-leader", 7) {
+		t.Fatal("bucket drained through the old leader has tokens on the new one")
+	}
+	t.Logf("failover: %s -> %s, served after %v", old.id, nl.id, time.Since(start))
+	for i := range c.nodes {
+		if !denied(t, nl, fmt.Sprintf("via-%d", i), 10) {
+			t.Fatalf("via-%d lost its consumption", i)
+		}
+	}
+	c.converged()
+	c.start(old, false)
+	c.waitAllSeeLeader()
+	c.converged()
+	if !denied(t, old, "via-leader", 7) {
+		t.Fatal("restarted node disagrees")
+	}
+}
+
+// TestClusterSnapshotsAndMembership: a follower that misses more than the
+// trailing log catches up from a snapshot; a new node joins and gets a
+// snapshot; a removed node stops receiving entries.
+func TestClusterSnapshotsAndMembership(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.TrailingLogs = 8
+		cfg.SnapshotThreshold = 16
+		cfg.SnapshotInterval = 50 * time.Millisecond
+	})
+	l := c.leader()
+	var follower *tnode
+	for _, tn := range c.nodes {
+		if tn != l {
+			follower = tn
+		}
+	}
+	follower.stop()
+	for i := range 60 {
+		drain(t, l, fmt.Sprintf("k%d", i), 3)
+	}
+	if f := l.n.raft.Snapshot(); f.Error() != nil {
+		t.Fatal(f.Error())
+	}
+	waitFor(t, 5*time.Second, "log compaction", func() bool {
+		first, _ := l.n.store.FirstIndex()
+		return first > 10
+	})
+	c.start(follower, false)
+	c.converged()
+	if !denied(t, follower, "k0", 3) {
+		t.Fatal("follower restored from snapshot lost k0")
+	}
+
+	// A fourth node joins and receives the snapshot.
+	n4 := &tnode{id: "n4", dir: t.TempDir(), addr: "127.0.0.1:0"}
+	c.nodes = append(c.nodes, n4)
+	c.add(n4)
+	c.converged()
+	if !denied(t, n4, "k59", 3) {
+		t.Fatal("joined node lacks state")
+	}
+
+	// Remove it: it stops receiving entries, the rest go on.
+	if err := c.nodes[1].n.Remove(context.Background(), "n4"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.nodes[1].n.Remove(context.Background(), "nope"); !errors.Is(err, ErrUnknownNode) {
+		t.Fatalf("remove unknown node: %v", err)
+	}
+	if got := len(c.leader().n.ClusterStatus().Nodes); got != 3 {
+		t.Fatalf("%d members after remove", got)
+	}
+	before := n4.n.fsm.applied.Load()
+	drain(t, c.leader(), "after-remove", 3)
+	for _, tn := range c.nodes[:3] {
+		if !denied(t, tn, "after-remove", 3) {
+			t.Fatal("lost after-remove")
+		}
+	}
+	if got := n4.n.fsm.applied.Load(); got != before {
+		t.Fatalf("removed node applied %d -> %d", before, got)
+	}
+	n4.stop()
+	c.converged()
+}
+
+// TestClusterErrorsWithoutQuorum: with both followers gone the leader
+// cannot commit: a command waits at most the commit timeout and gets the
+// unknown-outcome error (it was appended); once the leader steps down,
+// commands fail fast with CLUSTERDOWN (not appended).
+func TestClusterErrorsWithoutQuorum(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.CommitTimeout = time.Second })
+	l := c.leader()
+	drain(t, l, "k", 5)
+	for _, tn := range c.nodes {
+		if tn != l {
+			tn.stop()
+		}
+	}
+	res := make([]engine.Result, 1)
+	start := time.Now()
+	err := l.n.Do(context.Background(), []engine.Request{allow(t, "k", 5, 1e-6, 1)}, res)
+	if !errors.Is(err, ErrUnknownOutcome) && !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("without quorum: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("waited %v, commit timeout is 1s", d)
+	}
+	waitFor(t, 5*time.Second, "the leader to step down", func() bool {
+		return l.n.raft.State() != raft.Leader
+	})
+	err = l.n.Do(context.Background(), []engine.Request{allow(t, "k", 5, 1e-6, 1)}, res)
+	var we interface{ WireText() string }
+	if !errors.Is(err, ErrNoLeader) || !errors.As(err, &we) || we.WireText()[:11] != "CLUSTERDOWN" {
+		t.Fatalf("no leader: %v", err)
+	}
+	if ErrUnknownOutcome.WireText()[:8] != "UNKNOWN " || ErrNotAppended.WireText()[:9] != "TRYAGAIN " {
+		t.Fatal("wire texts")
+	}
+}

@@ -1,0 +1,22 @@
+// Package cluster replicates the limiter engine with Raft (hashicorp/raft,
+// raft-boltdb for the log and stable store with fsync, file snapshots) so
+// that a cluster of three nodes keeps serving when one dies and never
+// forgets a decision it acknowledged.
+//
+// A Node is the resp Backend in cluster mode. Every batch of requests (a
+// connection's pipeline) is encoded once and joins the group commit: one
+// goroutine gathers the batches waiting and submits them together, on the
+// leader as one log entry stamped with the leader's clock, on a follower as
+// one message forwarded to the leader over a persistent, multiplexed
+// connection. A caller gets its results only after its entry is committed
+// and applied. Reads take the same path, so they are linearizable too.
+//
+// The FSM decodes each entry and applies it to the engine at the entry's
+// time, clamped so it never goes backwards across leader changes; it reads
+// no clock. An entry that does not decode panics: a replica that cannot
+// follow the log halts rather than diverge.
+//
+// Errors: ErrNoLeader (CLUSTERDOWN) and ErrNotAppended (TRYAGAIN) guarantee
+// the command was not appended and may be retried; ErrUnknownOutcome
+// (UNKNOWN) means it may have been applied. See DESIGN.md.
+package cluster

@@ -1,0 +1,283 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/rlserver/rlserver/engine"
+)
+
+// Command types: the first byte of every log entry written by this package.
+// Append-only: never renumber or reuse a value, old logs and snapshots on
+// disk hold them. A change to the encoding of an existing type (a new
+// engine.Request field, for example) needs a new type here.
+const (
+	// cmdBatch is a batch of engine requests:
+	// varint nowNanos, uvarint count, then count requests (see appendRequest).
+	cmdBatch byte = 1
+	// cmdFlush removes every key (FLUSHALL): varint nowNanos.
+	cmdFlush byte = 2
+	// cmdLen counts live keys at the stamped time (DBSIZE): varint nowNanos.
+	cmdLen byte = 3
+)
+
+// errCorrupt reports a log entry or a forwarded message that does not
+// decode. In a log entry it is fatal (the FSM panics).
+var errCorrupt = errors.New("undecodable entry")
+
+// Request encoding, in field order of engine.Request:
+//
+//	byte    Op
+//	byte    flags (bit 0: ReadOnly)
+//	uvarint len(Key), Key bytes
+//	varint  Interval, Limit, Window, Cost
+//
+// TestRequestEncodingCarriesEveryField fails when engine.Request gains a
+// field this encoding does not carry.
+
+const flagReadOnly = 1
+
+func appendRequest(dst []byte, r *engine.Request) []byte {
+	var flags byte
+	if r.ReadOnly {
+		flags |= flagReadOnly
+	}
+	dst = append(dst, byte(r.Op), flags)
+	dst = binary.AppendUvarint(dst, uint64(len(r.Key)))
+	dst = append(dst, r.Key...)
+	dst = binary.AppendVarint(dst, r.Interval)
+	dst = binary.AppendVarint(dst, r.Limit)
+	dst = binary.AppendVarint(dst, r.Window)
+	dst = binary.AppendVarint(dst, r.Cost)
+	return dst
+}
+
+// appendRequests encodes reqs one after another (a chunk).
+func appendRequests(dst []byte, reqs []engine.Request) []byte {
+	for i := range reqs {
+		dst = appendRequest(dst, &reqs[i])
+	}
+	return dst
+}
+
+// decoder reads the fields of an entry or message; the first error sticks.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail() {
+	if d.err == nil {
+		d.err = errCorrupt
+	}
+	d.b = nil
+}
+
+func (d *decoder) byte() byte {
+	if len(d.b) < 1 {
+		d.fail()
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// bytes returns a length-prefixed byte string, aliasing the input.
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err != nil || n > uint64(len(d.b)) {
+		d.fail()
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) request(r *engine.Request) {
+	r.Op = engine.Op(d.byte())
+	flags := d.byte()
+	if flags&^flagReadOnly != 0 {
+		d.fail()
+	}
+	r.ReadOnly = flags&flagReadOnly != 0
+	r.Key = d.bytes()
+	r.Interval = d.varint()
+	r.Limit = d.varint()
+	r.Window = d.varint()
+	r.Cost = d.varint()
+}
+
+// decodeRequests decodes exactly count requests filling all of b. Keys
+// alias b.
+func decodeRequests(b []byte, count uint64) ([]engine.Request, error) {
+	// Every request takes at least 7 bytes: a count that cannot fit is corrupt
+	// and must not make us allocate.
+	if count > uint64(len(b))/7 {
+		return nil, errCorrupt
+	}
+	d := decoder{b: b}
+	reqs := make([]engine.Request, count)
+	for i := range reqs {
+		d.request(&reqs[i])
+	}
+	if d.err != nil || len(d.b) != 0 {
+		return nil, errCorrupt
+	}
+	return reqs, nil
+}
+
+// appendEntryHeader starts a log entry of type cmd stamped nowNanos.
+func appendEntryHeader(dst []byte, cmd byte, nowNanos int64) []byte {
+	dst = append(dst, cmd)
+	return binary.AppendVarint(dst, nowNanos)
+}
+
+// entry is a decoded log entry.
+type entry struct {
+	cmd      byte
+	nowNanos int64
+	reqs     []engine.Request // cmdBatch
+}
+
+// decodeEntry decodes a log entry written by this package.
+func decodeEntry(b []byte) (entry, error) {
+	d := decoder{b: b}
+	e := entry{cmd: d.byte(), nowNanos: d.varint()}
+	if d.err != nil {
+		return e, errCorrupt
+	}
+	switch e.cmd {
+	case cmdBatch:
+		count := d.uvarint()
+		if d.err != nil {
+			return e, errCorrupt
+		}
+		reqs, err := decodeRequests(d.b, count)
+		if err != nil {
+			return e, err
+		}
+		e.reqs = reqs
+	case cmdFlush, cmdLen:
+		if len(d.b) != 0 {
+			return e, errCorrupt
+		}
+	default:
+		return e, fmt.Errorf("%w: unknown command type %d", errCorrupt, e.cmd)
+	}
+	return e, nil
+}
+
+// resultErrs numbers the errors an engine.Result can carry, for forwarded
+// replies. Append-only: followers and leaders of different builds must agree.
+var resultErrs = []error{
+	nil,
+	engine.ErrWrongType,
+	engine.ErrBadCapacity,
+	engine.ErrBadRate,
+	engine.ErrBadCost,
+	engine.ErrPeriodTooLong,
+	engine.ErrClosed,
+}
+
+// errUnknownResult stands for a Result error that resultErrs does not list.
+var errUnknownResult = errors.New("unknown engine error")
+
+const errCodeUnknown = 255
+
+func resultErrCode(err error) byte {
+	for i, e := range resultErrs {
+		if e == err {
+			return byte(i)
+		}
+	}
+	return errCodeUnknown
+}
+
+// Result encoding (forwarded replies), in field order of engine.Result:
+//
+//	byte    error code (resultErrs index)
+//	byte    flags (bit 0: Allowed)
+//	varint  Limit, Remaining, RetryAfter, ResetAfter, Delay, Queued, Value
+//	byte    Kind
+func appendResult(dst []byte, r *engine.Result) []byte {
+	var flags byte
+	if r.Allowed {
+		flags = 1
+	}
+	dst = append(dst, resultErrCode(r.Err), flags)
+	dst = binary.AppendVarint(dst, r.Limit)
+	dst = binary.AppendVarint(dst, r.Remaining)
+	dst = binary.AppendVarint(dst, r.RetryAfter)
+	dst = binary.AppendVarint(dst, r.ResetAfter)
+	dst = binary.AppendVarint(dst, r.Delay)
+	dst = binary.AppendVarint(dst, r.Queued)
+	dst = binary.AppendVarint(dst, r.Value)
+	return append(dst, byte(r.Kind))
+}
+
+func (d *decoder) result(r *engine.Result) {
+	code := d.byte()
+	switch {
+	case int(code) < len(resultErrs):
+		r.Err = resultErrs[code]
+	default:
+		r.Err = errUnknownResult
+	}
+	flags := d.byte()
+	r.Allowed = flags&1 != 0
+	r.Limit = d.varint()
+	r.Remaining = d.varint()
+	r.RetryAfter = d.varint()
+	r.ResetAfter = d.varint()
+	r.Delay = d.varint()
+	r.Queued = d.varint()
+	r.Value = d.varint()
+	r.Kind = engine.Kind(d.byte())
+}
+
+func appendResults(dst []byte, res []engine.Result) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(res)))
+	for i := range res {
+		dst = appendResult(dst, &res[i])
+	}
+	return dst
+}
+
+func decodeResults(b []byte) ([]engine.Result, error) {
+	d := decoder{b: b}
+	n := d.uvarint()
+	if d.err != nil || n > uint64(len(d.b))/10 {
+		return nil, errCorrupt
+	}
+	res := make([]engine.Result, n)
+	for i := range res {
+		d.result(&res[i])
+	}
+	if d.err != nil || len(d.b) != 0 {
+		return nil, errCorrupt
+	}
+	return res, nil
+}

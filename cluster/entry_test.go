@@ -1,0 +1,300 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	"github.com/rlserver/rlserver/engine"
+)
+
+// fillFields sets every field of the struct v points to a distinct non-zero
+// value, and fails on a field type it does not know, so that a new field of
+// a new type is noticed too.
+func fillFields(t *testing.T, v reflect.Value, rng *rand.Rand) {
+	t.Helper()
+	v = v.Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		name := v.Type().Field(i).Name
+		switch f.Kind() {
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Uint8:
+			f.SetUint(uint64(1 + rng.IntN(200)))
+		case reflect.Int64:
+			x := rng.Int64()
+			if rng.IntN(2) == 0 {
+				x = -x
+			}
+			f.SetInt(x)
+		case reflect.Slice:
+			if f.Type().Elem().Kind() != reflect.Uint8 {
+				t.Fatalf("field %s: unhandled slice type %s", name, f.Type())
+			}
+			b := make([]byte, 1+rng.IntN(40))
+			for j := range b {
+				b[j] = byte(rng.IntN(256))
+			}
+			f.SetBytes(b)
+		case reflect.Interface:
+			// Result.Err: set separately.
+		default:
+			t.Fatalf("field %s: unhandled kind %s: teach the encoding (and this test) about it", name, f.Kind())
+		}
+	}
+}
+
+// TestRequestEncodingCarriesEveryField fails when engine.Request gains a
+// field the log entry encoding does not carry: every field is set to a
+// non-zero value and must survive the round trip. A new field needs a new
+// command type (entry.go) and an update of the list below.
+func TestRequestEncodingCarriesEveryField(t *testing.T) {
+	want := []string{"Op", "ReadOnly", "Key", "Interval", "Limit", "Window", "Cost"}
+	var got []string
+	rt := reflect.TypeOf(engine.Request{})
+	for i := range rt.NumField() {
+		got = append(got, rt.Field(i).Name)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("engine.Request fields are %v; the log encoding carries %v: extend appendRequest/decoder.request and add a command type", got, want)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		var reqs []engine.Request
+		for range 1 + rng.IntN(5) {
+			var r engine.Request
+			fillFields(t, reflect.ValueOf(&r), rng)
+			r.ReadOnly = rng.IntN(2) == 0
+			reqs = append(reqs, r)
+		}
+		buf := appendEntryHeader(nil, cmdBatch, rng.Int64())
+		buf = appendUvarintCount(buf, len(reqs))
+		buf = appendRequests(buf, reqs)
+		e, err := decodeEntry(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(e.reqs, reqs) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", e.reqs, reqs)
+		}
+	}
+}
+
+func appendUvarintCount(dst []byte, n int) []byte {
+	d := make([]byte, 0, 10)
+	for v := uint64(n); ; v >>= 7 {
+		if v < 0x80 {
+			d = append(d, byte(v))
+			break
+		}
+		d = append(d, byte(v)|0x80)
+	}
+	return append(dst, d...)
+}
+
+// TestResultEncodingCarriesEveryField: the same for forwarded results.
+func TestResultEncodingCarriesEveryField(t *testing.T) {
+	want := []string{"Err", "Allowed", "Limit", "Remaining", "RetryAfter", "ResetAfter", "Delay", "Queued", "Value", "Kind"}
+	var got []string
+	rt := reflect.TypeOf(engine.Result{})
+	for i := range rt.NumField() {
+		got = append(got, rt.Field(i).Name)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("engine.Result fields are %v; the forward encoding carries %v: extend appendResult/decoder.result", got, want)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var res []engine.Result
+	for i := range 50 {
+		var r engine.Result
+		fillFields(t, reflect.ValueOf(&r), rng)
+		r.Err = resultErrs[i%len(resultErrs)]
+		res = append(res, r)
+	}
+	back, err := decodeResults(appendResults(nil, res))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, res) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", back, res)
+	}
+	if back, _ := decodeResults(appendResults(nil, []engine.Result{{Err: engine.ErrBadRecord}})); back[0].Err != errUnknownResult {
+		t.Fatalf("unlisted error decoded as %v", back[0].Err)
+	}
+}
+
+func TestDecodeEntryRejectsCorrupt(t *testing.T) {
+	r, _ := engine.TokenBucket([]byte("k"), 10, 1, 1)
+	good := appendEntryHeader(nil, cmdBatch, 5)
+	good = appendUvarintCount(good, 1)
+	good = appendRequest(good, &r)
+	if _, err := decodeEntry(good); err != nil {
+		t.Fatal(err)
+	}
+	for i := range len(good) {
+		if _, err := decodeEntry(good[:i]); err == nil {
+			t.Fatalf("truncated to %d bytes: decoded", i)
+		}
+	}
+	cases := map[string][]byte{
+		"empty":         nil,
+		"unknown type":  append([]byte{99}, good[1:]...),
+		"trailing":      append(bytes.Clone(good), 0),
+		"huge count":    append(appendEntryHeader(nil, cmdBatch, 5), 0xff, 0xff, 0xff, 0xff, 0x0f),
+		"flush payload": append(appendEntryHeader(nil, cmdFlush, 5), 1),
+	}
+	for name, b := range cases {
+		if _, err := decodeEntry(b); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+}
+
+func batchEntry(now int64, reqs ...engine.Request) []byte {
+	b := appendEntryHeader(nil, cmdBatch, now)
+	b = appendUvarintCount(b, len(reqs))
+	return appendRequests(b, reqs)
+}
+
+func allow(t *testing.T, key string, capacity int64, rate float64, cost int64) engine.Request {
+	t.Helper()
+	r, err := engine.TokenBucket([]byte(key), capacity, rate, cost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+const t0 = int64(1_700_000_000) * 1e9
+
+// TestFSMApplyHandBuiltEntries applies entries directly: decisions follow
+// the stamped time, a stamp that goes backwards (a new leader with a slower
+// clock) is clamped and adds no tokens.
+func TestFSMApplyHandBuiltEntries(t *testing.T) {
+	eng := engine.New(4)
+	defer eng.Close()
+	f := newFSM(eng)
+	apply := func(idx uint64, data []byte) any {
+		return f.Apply(&raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: data})
+	}
+	// capacity 2, rate 1/s: T = 1s.
+	r := apply(1, batchEntry(t0, allow(t, "a", 2, 1, 1), allow(t, "a", 2, 1, 1), allow(t, "a", 2, 1, 1))).(*batchResult)
+	if !r.res[0].Allowed || !r.res[1].Allowed || r.res[2].Allowed {
+		t.Fatalf("burst of 3 on capacity 2: %+v", r.res)
+	}
+	// 10 s backwards: clamped to t0, still empty.
+	r = apply(2, batchEntry(t0-10e9, allow(t, "a", 2, 1, 1))).(*batchResult)
+	if r.res[0].Allowed {
+		t.Fatal("a stamp from the past added tokens")
+	}
+	if got := f.now.Load(); got != t0 {
+		t.Fatalf("clock = %d, want %d (clamped)", got, t0)
+	}
+	// One second later: one token.
+	r = apply(3, batchEntry(t0+1e9, allow(t, "a", 2, 1, 1), allow(t, "a", 2, 1, 1))).(*batchResult)
+	if !r.res[0].Allowed || r.res[1].Allowed {
+		t.Fatalf("after 1s: %+v", r.res)
+	}
+	// Non-command logs only advance the index.
+	if got := f.Apply(&raft.Log{Index: 5, Type: raft.LogNoop}); got != nil {
+		t.Fatal(got)
+	}
+	if f.applied.Load() != 5 {
+		t.Fatalf("applied = %d", f.applied.Load())
+	}
+	if n := apply(6, appendEntryHeader(nil, cmdLen, t0+1e9)).(*lenResult).n; n != 1 {
+		t.Fatalf("len = %d", n)
+	}
+	apply(7, appendEntryHeader(nil, cmdFlush, t0+1e9))
+	if n := apply(8, appendEntryHeader(nil, cmdLen, t0+1e9)).(*lenResult).n; n != 0 {
+		t.Fatalf("len after flush = %d", n)
+	}
+}
+
+func TestFSMPanicsOnUndecodableEntry(t *testing.T) {
+	eng := engine.New(1)
+	defer eng.Close()
+	f := newFSM(eng)
+	defer func() {
+		p := recover()
+		if p == nil || !strings.Contains(p.(string), "does not decode") {
+			t.Fatalf("recover() = %v", p)
+		}
+	}()
+	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: []byte{cmdBatch, 0, 5}})
+}
+
+type bufSink struct {
+	bytes.Buffer
+	cancelled bool
+}
+
+func (s *bufSink) ID() string    { return "test" }
+func (s *bufSink) Cancel() error { s.cancelled = true; return nil }
+func (s *bufSink) Close() error  { return nil }
+
+// TestSnapshotRoundTrip restores a snapshot into a fresh FSM with another
+// shard count: same digest, same decisions afterwards.
+func TestSnapshotRoundTrip(t *testing.T) {
+	eng := engine.New(3)
+	defer eng.Close()
+	f := newFSM(eng)
+	var reqs []engine.Request
+	for i := range 500 {
+		k := "key:" + strings.Repeat("x", i%7) + string(rune('a'+i%26))
+		reqs = append(reqs, allow(t, k, 100, 0.001, int64(1+i%3)))
+	}
+	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: batchEntry(t0, reqs...)})
+	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: batchEntry(t0+5e9, allow(t, "other", 5, 1, 5))})
+
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink bufSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+
+	eng2 := engine.New(7)
+	defer eng2.Close()
+	g := newFSM(eng2)
+	if err := g.Restore(readCloser{bytes.NewReader(sink.Bytes())}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	i1, d1, err := f.Digest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i2, d2, err := g.Digest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i1 != 2 || i1 != i2 || d1 != d2 {
+		t.Fatalf("digests differ: %d %s vs %d %s", i1, d1, i2, d2)
+	}
+	next := batchEntry(t0+6e9, reqs[:50]...)
+	r1 := f.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: next}).(*batchResult)
+	r2 := g.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: next}).(*batchResult)
+	if !reflect.DeepEqual(r1.res, r2.res) {
+		t.Fatal("restored FSM decides differently")
+	}
+
+	// A corrupted snapshot is refused.
+	bad := bytes.Clone(sink.Bytes())
+	bad[len(bad)/2] ^= 0x40
+	if err := newFSM(eng2).Restore(readCloser{bytes.NewReader(bad)}); err == nil {
+		t.Fatal("corrupt snapshot restored")
+	}
+}
+
+type readCloser struct{ *bytes.Reader }
+
+func (readCloser) Close() error { return nil }

@@ -1,0 +1,411 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Forwarding: a follower sends the batches its clients give it to the leader
+// over one persistent connection, multiplexed by request id, and relays the
+// results. The leader puts forwarded batches into its own group commit.
+//
+// Frame: uint32 big-endian length of the rest, byte type, uint64 id, payload.
+// Requests and replies share the connection; replies carry the request's id
+// and may come in any order. A reply payload is a status byte and a body.
+//
+// Message types are append-only.
+const (
+	msgHello  byte = 1 // body: node id, RESP address; reply: the same of the server, then known peers
+	msgBatch  byte = 2 // body: uvarint count, requests; reply: results
+	msgFlush  byte = 3 // body: empty; reply: empty
+	msgLen    byte = 4 // body: empty; reply: uvarint n
+	msgJoin   byte = 5 // body: node id, raft address; reply: empty
+	msgRemove byte = 6 // body: node id; reply: empty
+	msgReply  byte = 7 // payload: status, body
+)
+
+// Reply statuses. Append-only.
+const (
+	statusOK         byte = 0
+	statusNotLeader  byte = 1 // certainly not appended: retry through the leader
+	statusUnknown    byte = 2 // appended or maybe appended, outcome unknown
+	statusMembership byte = 3 // membership change failed
+	statusNoNode     byte = 4 // remove: no such node
+	statusBadRequest byte = 5 // the message did not decode (not appended)
+)
+
+const maxFrame = 64 << 20
+
+var errFrameTooLarge = errors.New("frame too large")
+
+func appendFrame(dst []byte, typ byte, id uint64, payload []byte) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(1+8+len(payload)))
+	dst = append(dst, typ)
+	dst = binary.BigEndian.AppendUint64(dst, id)
+	return append(dst, payload...)
+}
+
+// readFrame reads one frame; the payload is freshly allocated.
+func readFrame(r *bufio.Reader) (typ byte, id uint64, payload []byte, err error) {
+	var hdr [13]byte
+	if _, err = io.ReadFull(r, hdr[:4]); err != nil {
+		return
+	}
+	n := binary.BigEndian.Uint32(hdr[:4])
+	if n < 9 || n > maxFrame {
+		return 0, 0, nil, errFrameTooLarge
+	}
+	if _, err = io.ReadFull(r, hdr[4:13]); err != nil {
+		return
+	}
+	typ = hdr[4]
+	id = binary.BigEndian.Uint64(hdr[5:13])
+	payload = make([]byte, n-9)
+	_, err = io.ReadFull(r, payload)
+	return
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// reply is a decoded reply frame.
+type reply struct {
+	status byte
+	body   []byte
+}
+
+// errConnLost: the connection died with the request sent (outcome unknown).
+var errConnLost = errors.New("connection to leader lost")
+
+// peerConn is the client side of a forward connection to one peer.
+type peerConn struct {
+	addr raft.ServerAddress
+	conn net.Conn
+
+	wmu sync.Mutex // serializes frame writes
+
+	mu      sync.Mutex
+	nextID  uint64
+	pending map[uint64]chan reply
+	dead    bool
+	closed  chan struct{}
+}
+
+func dialPeer(addr raft.ServerAddress, timeout time.Duration) (*peerConn, error) {
+	c, err := dialProto(string(addr), timeout, protoForward)
+	if err != nil {
+		return nil, err
+	}
+	p := &peerConn{addr: addr, conn: c, pending: make(map[uint64]chan reply), closed: make(chan struct{})}
+	go p.readLoop()
+	return p, nil
+}
+
+func (p *peerConn) readLoop() {
+	r := bufio.NewReaderSize(p.conn, 64<<10)
+	for {
+		typ, id, payload, err := readFrame(r)
+		if err != nil || typ != msgReply || len(payload) < 1 {
+			p.close()
+			return
+		}
+		p.mu.Lock()
+		ch := p.pending[id]
+		delete(p.pending, id)
+		p.mu.Unlock()
+		if ch != nil {
+			ch <- reply{status: payload[0], body: payload[1:]}
+		}
+	}
+}
+
+// close ends the connection; requests waiting for a reply see errConnLost.
+func (p *peerConn) close() {
+	p.mu.Lock()
+	if p.dead {
+		p.mu.Unlock()
+		return
+	}
+	p.dead = true
+	close(p.closed)
+	p.mu.Unlock()
+	p.conn.Close()
+}
+
+func (p *peerConn) isDead() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dead
+}
+
+// call sends one request and waits for its reply. An error before the whole
+// frame was written is errNotLeader (not appended: the peer never saw a
+// complete frame); after, errConnLost or the context's error (unknown).
+func (p *peerConn) call(ctx context.Context, typ byte, payload []byte) (reply, error) {
+	ch := make(chan reply, 1)
+	p.mu.Lock()
+	if p.dead {
+		p.mu.Unlock()
+		return reply{}, errNotLeader
+	}
+	p.nextID++
+	id := p.nextID
+	p.pending[id] = ch
+	p.mu.Unlock()
+
+	frame := appendFrame(make([]byte, 0, 13+len(payload)), typ, id, payload)
+	p.wmu.Lock()
+	if dl, ok := ctx.Deadline(); ok {
+		p.conn.SetWriteDeadline(dl)
+	} else {
+		p.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	}
+	_, err := p.conn.Write(frame)
+	p.wmu.Unlock()
+	if err != nil {
+		p.mu.Lock()
+		delete(p.pending, id)
+		p.mu.Unlock()
+		p.close()
+		return reply{}, errNotLeader
+	}
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-p.closed:
+		// The reader may have delivered just before closing.
+		select {
+		case r := <-ch:
+			return r, nil
+		default:
+		}
+		return reply{}, errConnLost
+	case <-ctx.Done():
+		p.mu.Lock()
+		delete(p.pending, id)
+		p.mu.Unlock()
+		return reply{}, ctx.Err()
+	}
+}
+
+// forwardErr maps a reply status to an error (statusOK: nil).
+func forwardErr(st byte) error {
+	switch st {
+	case statusOK:
+		return nil
+	case statusNotLeader, statusBadRequest:
+		return errNotLeader
+	case statusMembership:
+		return ErrMembership
+	case statusNoNode:
+		return ErrUnknownNode
+	default:
+		return ErrUnknownOutcome
+	}
+}
+
+// serveForward answers forwarded requests on one connection. Each request
+// runs on its own goroutine, so a batch waiting for commit does not hold up
+// the others; replies are written as they complete.
+func (n *Node) serveForward(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	n.trackConn(c, true)
+	defer n.trackConn(c, false)
+	defer c.Close()
+	r := bufio.NewReaderSize(c, 64<<10)
+	var wmu sync.Mutex
+	send := func(id uint64, status byte, body []byte) {
+		payload := append(make([]byte, 0, 1+len(body)), status)
+		payload = append(payload, body...)
+		frame := appendFrame(make([]byte, 0, 13+len(payload)), msgReply, id, payload)
+		wmu.Lock()
+		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write(frame); err != nil {
+			c.Close()
+		}
+		wmu.Unlock()
+	}
+	for {
+		typ, id, payload, err := readFrame(r)
+		if err != nil {
+			return
+		}
+		go func() {
+			status, body := n.handleForward(typ, payload)
+			send(id, status, body)
+		}()
+	}
+}
+
+func statusOf(err error) byte {
+	switch {
+	case err == nil:
+		return statusOK
+	case retryable(err):
+		return statusNotLeader
+	case errors.Is(err, ErrMembership):
+		return statusMembership
+	case errors.Is(err, ErrUnknownNode):
+		return statusNoNode
+	default:
+		return statusUnknown
+	}
+}
+
+func (n *Node) handleForward(typ byte, payload []byte) (byte, []byte) {
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.CommitTimeout)
+	defer cancel()
+	d := decoder{b: payload}
+	switch typ {
+	case msgHello:
+		id, resp := string(d.bytes()), string(d.bytes())
+		if d.err != nil {
+			return statusBadRequest, nil
+		}
+		n.learnRESP(id, resp)
+		return statusOK, n.helloBody()
+	case msgBatch:
+		count := d.uvarint()
+		if d.err != nil {
+			return statusBadRequest, nil
+		}
+		// Validate before it can reach the log: an entry that does not
+		// decode would halt every replica.
+		if _, err := decodeRequests(d.b, count); err != nil {
+			return statusBadRequest, nil
+		}
+		res, off, err := n.submit(ctx, d.b, int(count), true)
+		if err != nil {
+			return statusOf(err), nil
+		}
+		return statusOK, appendResults(nil, res[off:off+int(count)])
+	case msgFlush:
+		_, err := n.applySimple(ctx, cmdFlush, true)
+		return statusOf(err), nil
+	case msgLen:
+		v, err := n.applySimple(ctx, cmdLen, true)
+		if err != nil {
+			return statusOf(err), nil
+		}
+		return statusOK, binary.AppendUvarint(nil, uint64(v))
+	case msgJoin:
+		id, addr := string(d.bytes()), string(d.bytes())
+		if d.err != nil {
+			return statusBadRequest, nil
+		}
+		return statusOf(n.changeMembership(ctx, id, addr, true)), nil
+	case msgRemove:
+		id := string(d.bytes())
+		if d.err != nil {
+			return statusBadRequest, nil
+		}
+		return statusOf(n.changeMembership(ctx, id, "", true)), nil
+	}
+	return statusBadRequest, nil
+}
+
+func (n *Node) helloBody() []byte {
+	b := appendString(nil, n.cfg.NodeID)
+	b = appendString(b, n.cfg.RESPAddr)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for id, addr := range n.resp {
+		b = appendString(b, id)
+		b = appendString(b, addr)
+	}
+	return b
+}
+
+func (n *Node) learnRESP(id, addr string) {
+	if id == "" || addr == "" || id == n.cfg.NodeID {
+		return
+	}
+	n.mu.Lock()
+	n.resp[id] = addr
+	n.mu.Unlock()
+}
+
+// leaderConn returns the forward connection to the current leader, dialing
+// (and saying hello) when the leader changed. Errors are retryable.
+func (n *Node) leaderConn() (*peerConn, error) {
+	addr, id := n.raft.LeaderWithID()
+	if addr == "" {
+		return nil, ErrNoLeader
+	}
+	if string(id) == n.cfg.NodeID {
+		return nil, errNotLeader
+	}
+	n.fwdMu.Lock()
+	defer n.fwdMu.Unlock()
+	if p := n.fwd; p != nil && p.addr == addr && !p.isDead() {
+		return p, nil
+	}
+	if n.fwd != nil {
+		n.fwd.close()
+		n.fwd = nil
+	}
+	p, err := dialPeer(addr, n.dialTimeout())
+	if err != nil {
+		return nil, errNotLeader
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.dialTimeout())
+	defer cancel()
+	hello := appendString(appendString(nil, n.cfg.NodeID), n.cfg.RESPAddr)
+	r, err := p.call(ctx, msgHello, hello)
+	if err != nil || r.status != statusOK {
+		p.close()
+		return nil, errNotLeader
+	}
+	d := decoder{b: r.body}
+	for len(d.b) > 0 && d.err == nil {
+		pid, paddr := string(d.bytes()), string(d.bytes())
+		if d.err == nil {
+			n.learnRESP(pid, paddr)
+		}
+	}
+	n.fwd = p
+	return p, nil
+}
+
+// dropLeaderConn closes the forward connection unless it goes to addr.
+// Requests still waiting on it get an unknown outcome: the old leader may
+// have appended them.
+func (n *Node) dropLeaderConn(addr raft.ServerAddress) {
+	n.fwdMu.Lock()
+	defer n.fwdMu.Unlock()
+	if n.fwd != nil && n.fwd.addr != addr {
+		n.fwd.close()
+		n.fwd = nil
+	}
+}
+
+// forward sends a message to the leader and returns the reply body.
+func (n *Node) forward(ctx context.Context, typ byte, payload []byte) ([]byte, error) {
+	p, err := n.leaderConn()
+	if err != nil {
+		return nil, err
+	}
+	r, err := p.call(ctx, typ, payload)
+	if err != nil {
+		if errors.Is(err, errNotLeader) {
+			return nil, err
+		}
+		return nil, ErrUnknownOutcome
+	}
+	if err := forwardErr(r.status); err != nil {
+		return nil, err
+	}
+	return r.body, nil
+}

@@ -1,0 +1,76 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+	"github.com/rlserver/rlserver/engine"
+)
+
+// fsm applies committed log entries to the engine. It reads no clock: each
+// entry carries the leader's time, clamped here so it never goes backwards
+// (a new leader whose clock is behind adds no tokens). Every replica that
+// applied the same index therefore holds the same state.
+type fsm struct {
+	eng *engine.Engine
+
+	// mu is held while an entry is applied and while a consistent view is
+	// taken (snapshot capture, digest), so the view falls between entries.
+	mu      sync.Mutex
+	now     atomic.Int64  // the last applied time, clamped; written under mu
+	applied atomic.Uint64 // the index of the last applied entry; written under mu
+}
+
+func newFSM(eng *engine.Engine) *fsm { return &fsm{eng: eng} }
+
+// batchResult is what Apply returns for a cmdBatch entry: one result per
+// request, in entry order. Readers share it and must not modify it.
+type batchResult struct {
+	res []engine.Result
+}
+
+// lenResult is what Apply returns for a cmdLen entry.
+type lenResult struct {
+	n int
+}
+
+// Apply applies one committed entry. An entry that does not decode panics:
+// a replica that cannot apply the log must halt rather than diverge.
+func (f *fsm) Apply(l *raft.Log) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	defer f.applied.Store(l.Index)
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	e, err := decodeEntry(l.Data)
+	if err != nil {
+		panic(fmt.Sprintf("cluster: log entry %d (term %d) does not decode: %v", l.Index, l.Term, err))
+	}
+	now := max(e.nowNanos, f.now.Load())
+	f.now.Store(now)
+	ctx := context.Background()
+	switch e.cmd {
+	case cmdBatch:
+		res := make([]engine.Result, len(e.reqs))
+		if err := f.eng.Do(ctx, now, e.reqs, res); err != nil {
+			panic(fmt.Sprintf("cluster: applying log entry %d: %v", l.Index, err))
+		}
+		return &batchResult{res: res}
+	case cmdFlush:
+		if err := f.eng.Flush(ctx); err != nil {
+			panic(fmt.Sprintf("cluster: applying log entry %d: %v", l.Index, err))
+		}
+		return nil
+	case cmdLen:
+		n, err := f.eng.Len(ctx, now)
+		if err != nil {
+			panic(fmt.Sprintf("cluster: applying log entry %d: %v", l.Index, err))
+		}
+		return &lenResult{n: n}
+	}
+	panic(fmt.Sprintf("cluster: log entry %d has unknown command type %d", l.Index, e.cmd))
+}

@@ -1,0 +1,586 @@
+package cluster
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/rlserver/rlserver/engine"
+)
+
+// Peer is one member of a static cluster configuration.
+type Peer struct {
+	ID   string
+	Addr string // Raft address, host:port
+}
+
+// ParsePeers parses "id=host:port,id=host:port,...".
+func ParsePeers(s string) ([]Peer, error) {
+	var peers []Peer
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(part, "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("peer %q: want id=host:port", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("peer %q: %v", part, err)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("peer id %q listed twice", id)
+		}
+		seen[id] = true
+		peers = append(peers, Peer{ID: id, Addr: addr})
+	}
+	return peers, nil
+}
+
+// Config configures a Node.
+type Config struct {
+	NodeID        string // unique and stable across restarts
+	RaftAddr      string // listen address for Raft and forwarding (host:port)
+	RaftAdvertise string // address peers dial; default: the bound RaftAddr
+	RESPAddr      string // this node's client address, shown to peers and clients
+	Dir           string // Raft log, stable store and snapshots
+
+	// How the cluster is formed on first start (ignored when Dir already
+	// holds Raft state): Bootstrap makes a one-node cluster of this node;
+	// Peers, the same list on every node, bootstraps a fixed cluster.
+	// Otherwise the node waits to be added (see JoinVia).
+	Bootstrap bool
+	Peers     []Peer
+
+	HeartbeatTimeout time.Duration // follower without contact before an election (default 400ms)
+	ElectionTimeout  time.Duration // candidate without a result before a new election (default 400ms)
+	CommitTimeout    time.Duration // the longest a command waits to be applied (default 2s)
+
+	SnapshotThreshold uint64        // log entries between snapshots (default 8192)
+	SnapshotInterval  time.Duration // how often to check the threshold (default 30s)
+	TrailingLogs      uint64        // log entries kept after a snapshot (default 10240)
+
+	NoSync bool // skip fsync of the log: for tests only, loses acknowledged writes on power loss
+
+	Logger       *slog.Logger // default: discard
+	RaftLogLevel string       // hclog level for Raft's own log (default "warn")
+	RaftLog      io.Writer    // where Raft's own log goes (default os.Stderr)
+}
+
+func (c *Config) setDefaults() {
+	if c.HeartbeatTimeout <= 0 {
+		c.HeartbeatTimeout = 400 * time.Millisecond
+	}
+	if c.ElectionTimeout <= 0 {
+		c.ElectionTimeout = 400 * time.Millisecond
+	}
+	if c.CommitTimeout <= 0 {
+		c.CommitTimeout = 2 * time.Second
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = 8192
+	}
+	if c.SnapshotInterval <= 0 {
+		c.SnapshotInterval = 30 * time.Second
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = 10240
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.RaftLogLevel == "" {
+		c.RaftLogLevel = "warn"
+	}
+	if c.RaftLog == nil {
+		c.RaftLog = os.Stderr
+	}
+}
+
+// Node is one member of a Raft cluster replicating an engine. It is the
+// resp Backend in cluster mode: any node accepts any command, followers
+// forward to the leader. Its methods are safe for concurrent use.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	fsm   *fsm
+	raft  *raft.Raft
+	mux   *mux
+	trans *raft.NetworkTransport
+	store *raftboltdb.BoltStore
+
+	calls   chan *call
+	sem     chan struct{}
+	closing chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
+
+	fwdMu sync.Mutex
+	fwd   *peerConn // to the leader
+
+	mu    sync.Mutex
+	resp  map[string]string // node id -> RESP address, learned from hellos
+	conns map[net.Conn]bool // inbound forward connections, closed on Close
+
+	noTransfer bool // Close skips the leadership hand-off (tests: a crash)
+}
+
+// Open starts a node on eng. The engine must be fresh: the log (and the
+// latest snapshot) are replayed into it. Close the node before the engine.
+func Open(cfg Config, eng *engine.Engine) (*Node, error) {
+	cfg.setDefaults()
+	if cfg.NodeID == "" {
+		return nil, errors.New("cluster: a node id is required")
+	}
+	if cfg.Bootstrap && len(cfg.Peers) > 0 {
+		return nil, errors.New("cluster: bootstrap and a peer list are exclusive")
+	}
+	if len(cfg.Peers) > 0 {
+		found := false
+		for _, p := range cfg.Peers {
+			found = found || p.ID == cfg.NodeID
+		}
+		if !found {
+			return nil, fmt.Errorf("cluster: the peer list does not contain this node's id %q", cfg.NodeID)
+		}
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	n := &Node{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		fsm:     newFSM(eng),
+		calls:   make(chan *call, 4096),
+		sem:     make(chan struct{}, maxInflight),
+		closing: make(chan struct{}),
+		resp:    make(map[string]string),
+		conns:   make(map[net.Conn]bool),
+	}
+	ln, err := net.Listen("tcp", cfg.RaftAddr)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: raft address: %w", err)
+	}
+	adv := cfg.RaftAdvertise
+	if adv == "" {
+		adv = ln.Addr().String()
+		if host, _, _ := net.SplitHostPort(adv); host == "" || net.ParseIP(host).IsUnspecified() {
+			ln.Close()
+			return nil, fmt.Errorf("cluster: raft address %s is not one peers can dial; set an advertised address", adv)
+		}
+	}
+	n.cfg.RaftAdvertise = adv
+	n.mux = newMux(ln, advertiseAddr(adv), n.serveForward)
+
+	hlog := hclog.New(&hclog.LoggerOptions{
+		Name:   "raft",
+		Level:  hclog.LevelFromString(cfg.RaftLogLevel),
+		Output: cfg.RaftLog,
+	})
+	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  n.mux,
+		MaxPool: 4,
+		Timeout: 2 * time.Second,
+		Logger:  hlog,
+	})
+	cleanup := func() {
+		n.trans.Close()
+		n.mux.Close()
+		if n.store != nil {
+			n.store.Close()
+		}
+	}
+	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db"), NoSync: cfg.NoSync})
+	if err != nil {
+		cleanup()
+		return nil, fmt.Errorf("cluster: raft log: %w", err)
+	}
+	logs, err := raft.NewLogCache(1024, n.store)
+	if err != nil {
+		cleanup()
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog)
+	if err != nil {
+		cleanup()
+		return nil, fmt.Errorf("cluster: snapshots: %w", err)
+	}
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
+	rc.CommitTimeout = 20 * time.Millisecond
+	rc.MaxAppendEntries = 128
+	rc.BatchApplyCh = true
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.Logger = hlog
+
+	existing, err := raft.HasExistingState(logs, n.store, snaps)
+	if err != nil {
+		cleanup()
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.store, snaps, n.trans)
+	if err != nil {
+		cleanup()
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	if !existing && (cfg.Bootstrap || len(cfg.Peers) > 0) {
+		var conf raft.Configuration
+		if cfg.Bootstrap {
+			conf.Servers = []raft.Server{{ID: rc.LocalID, Address: raft.ServerAddress(adv)}}
+		}
+		for _, p := range cfg.Peers {
+			conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
+		}
+		if err := n.raft.BootstrapCluster(conf).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			n.raft.Shutdown().Error()
+			cleanup()
+			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
+		}
+	}
+	n.wg.Add(2)
+	go n.runBatcher()
+	go n.watchLeader()
+	n.log.Info("raft started", "node_id", cfg.NodeID, "raft_addr", adv, "existing_state", existing)
+	return n, nil
+}
+
+// HasState reports whether the node started from existing Raft state (it
+// is already a member, or was one).
+func (n *Node) HasState() bool {
+	return n.raft.LastIndex() > 0
+}
+
+// RaftAddr is the node's advertised Raft address.
+func (n *Node) RaftAddr() string { return n.cfg.RaftAdvertise }
+
+func (n *Node) dialTimeout() time.Duration {
+	return min(time.Second, n.cfg.CommitTimeout)
+}
+
+// watchLeader follows leadership changes: the forward connection to an old
+// leader is dropped (its waiting requests get an unknown outcome, since the
+// old leader may have appended them) and one to the new leader is opened at
+// once, so the first command after a failover does not pay for the dial.
+func (n *Node) watchLeader() {
+	defer n.wg.Done()
+	ch := make(chan raft.Observation, 16)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	n.raft.RegisterObserver(obs)
+	defer n.raft.DeregisterObserver(obs)
+	for {
+		select {
+		case <-n.closing:
+			return
+		case o := <-ch:
+			lo := o.Data.(raft.LeaderObservation)
+			n.log.Info("leader changed", "leader_id", string(lo.LeaderID), "leader_addr", string(lo.LeaderAddr))
+			n.dropLeaderConn(lo.LeaderAddr)
+			if lo.LeaderAddr != "" && string(lo.LeaderID) != n.cfg.NodeID {
+				go n.leaderConn()
+			}
+		}
+	}
+}
+
+func (n *Node) trackConn(c net.Conn, add bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if add {
+		n.conns[c] = true
+	} else {
+		delete(n.conns, c)
+	}
+}
+
+// Close leaves the cluster's traffic: a leader first hands leadership to
+// another voter (bounded), then Raft stops. Commands still waiting get
+// ErrShutdown or, if already sent, ErrUnknownOutcome.
+func (n *Node) Close() error {
+	var err error
+	n.once.Do(func() {
+		if !n.noTransfer && n.raft.State() == raft.Leader && n.voters() > 1 {
+			f := n.raft.LeadershipTransfer()
+			done := make(chan struct{})
+			go func() { f.Error(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(2 * time.Second):
+			}
+		}
+		close(n.closing)
+		err = n.raft.Shutdown().Error()
+		n.wg.Wait()
+		n.fwdMu.Lock()
+		if n.fwd != nil {
+			n.fwd.close()
+		}
+		n.fwdMu.Unlock()
+		n.trans.Close()
+		n.mux.Close()
+		n.mu.Lock()
+		for c := range n.conns {
+			c.Close()
+		}
+		n.mu.Unlock()
+		if cerr := n.store.Close(); err == nil {
+			err = cerr
+		}
+	})
+	return err
+}
+
+func (n *Node) voters() int {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	v := 0
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			v++
+		}
+	}
+	return v
+}
+
+// Do replicates a batch and fills res once its entry is committed and
+// applied. Reads (RL.PEEK, cost 0, EXISTS, PTTL, TYPE) take the same path,
+// which makes them linearizable. It waits at most the commit timeout.
+func (n *Node) Do(ctx context.Context, reqs []engine.Request, res []engine.Result) error {
+	if len(reqs) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.CommitTimeout)
+	defer cancel()
+	// Encoding copies the keys, which alias the caller's buffers: after an
+	// early return nothing here reads them.
+	chunk := appendRequests(make([]byte, 0, len(reqs)*40), reqs)
+	all, off, err := n.submit(ctx, chunk, len(reqs), false)
+	if err != nil {
+		return err
+	}
+	copy(res[:len(reqs)], all[off:off+len(reqs)])
+	return nil
+}
+
+// Len counts live keys, through the log (linearizable).
+func (n *Node) Len(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.CommitTimeout)
+	defer cancel()
+	return n.applySimple(ctx, cmdLen, false)
+}
+
+// Flush removes every key on every replica.
+func (n *Node) Flush(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.CommitTimeout)
+	defer cancel()
+	_, err := n.applySimple(ctx, cmdFlush, false)
+	return err
+}
+
+// applySimple applies a cmdFlush or cmdLen entry on the leader, or forwards
+// it (unless localOnly), retrying while it is certainly not appended.
+func (n *Node) applySimple(ctx context.Context, cmd byte, localOnly bool) (int, error) {
+	for {
+		v, err := n.applySimpleOnce(ctx, cmd, localOnly)
+		if err == nil || localOnly || !retryable(err) {
+			return v, exported(err)
+		}
+		if !n.pause(ctx) {
+			return 0, n.notAppended()
+		}
+	}
+}
+
+func (n *Node) applySimpleOnce(ctx context.Context, cmd byte, localOnly bool) (int, error) {
+	select {
+	case <-n.closing:
+		return 0, ErrShutdown
+	default:
+	}
+	switch n.raft.State() {
+	case raft.Shutdown:
+		return 0, ErrShutdown
+	case raft.Leader:
+		f := n.raft.Apply(appendEntryHeader(nil, cmd, time.Now().UnixNano()), n.cfg.CommitTimeout)
+		errc := make(chan error, 1)
+		go func() { errc <- f.Error() }()
+		select {
+		case err := <-errc:
+			if err := applyErr(err); err != nil {
+				return 0, err
+			}
+		case <-ctx.Done():
+			return 0, ErrUnknownOutcome
+		}
+		if lr, ok := f.Response().(*lenResult); ok {
+			return lr.n, nil
+		}
+		return 0, nil
+	}
+	if localOnly {
+		return 0, errNotLeader
+	}
+	typ := msgFlush
+	if cmd == cmdLen {
+		typ = msgLen
+	}
+	body, err := n.forward(ctx, typ, nil)
+	if err != nil {
+		return 0, err
+	}
+	if cmd == cmdLen {
+		v, k := binary.Uvarint(body)
+		if k <= 0 {
+			return 0, ErrUnknownOutcome
+		}
+		return int(v), nil
+	}
+	return 0, nil
+}
+
+// Join adds a voter (RL.CLUSTER JOIN), through the leader.
+func (n *Node) Join(ctx context.Context, id, raftAddr string) error {
+	if id == "" || raftAddr == "" {
+		return ErrBadAddress
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.CommitTimeout)
+	defer cancel()
+	return n.membership(ctx, id, raftAddr)
+}
+
+// Remove removes a member (RL.CLUSTER REMOVE), through the leader. The
+// removed node stops receiving log entries and shuts its Raft down.
+func (n *Node) Remove(ctx context.Context, id string) error {
+	if id == "" {
+		return ErrBadAddress
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.CommitTimeout)
+	defer cancel()
+	return n.membership(ctx, id, "")
+}
+
+func (n *Node) membership(ctx context.Context, id, addr string) error {
+	for {
+		err := n.changeMembership(ctx, id, addr, false)
+		if err == nil || !retryable(err) {
+			return exported(err)
+		}
+		if !n.pause(ctx) {
+			return n.notAppended()
+		}
+	}
+}
+
+// changeMembership adds (addr != "") or removes a server on the leader, or
+// forwards the change to it.
+func (n *Node) changeMembership(ctx context.Context, id, addr string, localOnly bool) error {
+	if n.raft.State() != raft.Leader {
+		if localOnly {
+			return errNotLeader
+		}
+		typ, body := msgRemove, appendString(nil, id)
+		if addr != "" {
+			typ, body = msgJoin, appendString(appendString(nil, id), addr)
+		}
+		_, err := n.forward(ctx, typ, body)
+		return err
+	}
+	var f raft.IndexFuture
+	if addr != "" {
+		f = n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, n.cfg.CommitTimeout)
+	} else {
+		cf := n.raft.GetConfiguration()
+		if err := cf.Error(); err != nil {
+			return errNotLeader
+		}
+		found := false
+		for _, s := range cf.Configuration().Servers {
+			found = found || string(s.ID) == id
+		}
+		if !found {
+			return ErrUnknownNode
+		}
+		f = n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.CommitTimeout)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }()
+	select {
+	case err := <-errc:
+		switch {
+		case err == nil:
+			n.log.Info("membership changed", "node_id", id, "raft_addr", addr, "added", addr != "")
+			return nil
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout):
+			return errNotLeader
+		default:
+			n.log.Warn("membership change failed", "node_id", id, "err", err)
+			return ErrMembership
+		}
+	case <-ctx.Done():
+		return ErrUnknownOutcome
+	}
+}
+
+// Sweep drops expired keys in the background until ctx ends, like
+// resp.Sweep but at the time of the last applied entry instead of the
+// wall clock, so that sweeping never moves a shard's clock past what the
+// log says: dropping stays invisible and replicas stay identical.
+func (n *Node) Sweep(ctx context.Context, interval time.Duration, budget int) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.closing:
+			return
+		case <-t.C:
+		}
+		now := n.fsm.now.Load()
+		if now == 0 {
+			continue
+		}
+		for range 100 {
+			examined, dropped, err := n.fsm.eng.Sweep(ctx, now, budget)
+			if err != nil || dropped*4 <= examined {
+				break
+			}
+		}
+	}
+}
+
+// WaitLeader waits until some node is known as leader, or ctx ends.
+func (n *Node) WaitLeader(ctx context.Context) error {
+	for {
+		if addr, _ := n.raft.LeaderWithID(); addr != "" {
+			return nil
+		}
+		if !n.pause(ctx) {
+			return n.notAppended()
+		}
+	}
+}

@@ -1,0 +1,47 @@
+package cluster
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/raft"
+	"github.com/rlserver/rlserver/resp"
+)
+
+// ClusterStatus is this node's view of the cluster (RL.CLUSTER, ROLE, INFO).
+func (n *Node) ClusterStatus() resp.ClusterStatus {
+	st := resp.ClusterStatus{
+		NodeID:       n.cfg.NodeID,
+		Role:         strings.ToLower(n.raft.State().String()),
+		Term:         n.raft.CurrentTerm(),
+		CommitIndex:  n.raft.CommitIndex(),
+		AppliedIndex: n.raft.AppliedIndex(),
+		LastLogIndex: n.raft.LastIndex(),
+	}
+	if v, err := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64); err == nil {
+		st.SnapshotIndex = v
+	}
+	if _, id := n.raft.LeaderWithID(); id != "" {
+		st.LeaderID = string(id)
+	}
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return st
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, s := range f.Configuration().Servers {
+		cn := resp.ClusterNode{ID: string(s.ID), RaftAddr: string(s.Address), RESPAddr: n.resp[string(s.ID)], Voter: s.Suffrage == raft.Voter}
+		if cn.ID == n.cfg.NodeID {
+			cn.RESPAddr = n.cfg.RESPAddr
+		}
+		st.Nodes = append(st.Nodes, cn)
+	}
+	return st
+}
+
+// Digest hashes this replica's state at its last applied entry.
+func (n *Node) Digest(ctx context.Context) (uint64, string, error) {
+	return n.fsm.Digest(ctx)
+}
