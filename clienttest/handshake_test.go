@@ -25,7 +25,7 @@ func helloWant(proto int, id int64) string {
 		kind = "*"
 	}
 	return fmt.Sprintf(`%s["server" "rlserver" "version" %q "proto" :%d "id" :%d "mode" "standalone" "role" "master" "modules" *[]]`,
-		kind, testVersion, proto, id)
+		kind, "7.4.0", proto, id)
 }
 
 // clientID asks a raw connection for its id.
@@ -64,7 +64,7 @@ func TestGoRedisHandshake(t *testing.T) {
 			}
 			// HELLO without a version keeps the protocol and replies in it.
 			hello := do(t, c, "HELLO")
-			want := []any{"server", "rlserver", "version", testVersion, "proto", int64(proto), "id", id,
+			want := []any{"server", "rlserver", "version", "7.4.0", "proto", int64(proto), "id", id,
 				"mode", "standalone", "role", "master", "modules", []any{}}
 			if proto == 3 {
 				m := map[any]any{}

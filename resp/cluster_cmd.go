@@ -68,7 +68,7 @@ func clusterSub(name string, arity int, summary string, h func(*Server, *client,
 		handler: func(s *Server, c *client, args [][]byte) outcome {
 			cl := s.cluster()
 			if cl == nil {
-				c.rep.conn.WriteError(errNoCluster)
+				c.rep.error(errNoCluster)
 				return cmdOK
 			}
 			return h(s, c, cl, args)
@@ -138,7 +138,7 @@ func cmdClusterLeader(_ *Server, c *client, cl Cluster, _ [][]byte) outcome {
 
 func cmdClusterJoin(_ *Server, c *client, cl Cluster, args [][]byte) outcome {
 	if err := cl.Join(context.Background(), string(args[2]), string(args[3])); err != nil {
-		c.rep.conn.WriteError(engineErrorText(err))
+		c.rep.error(engineErrorText(err))
 		return cmdOK
 	}
 	c.rep.conn.WriteString("OK")
@@ -147,7 +147,7 @@ func cmdClusterJoin(_ *Server, c *client, cl Cluster, args [][]byte) outcome {
 
 func cmdClusterRemove(_ *Server, c *client, cl Cluster, args [][]byte) outcome {
 	if err := cl.Remove(context.Background(), string(args[2])); err != nil {
-		c.rep.conn.WriteError(engineErrorText(err))
+		c.rep.error(engineErrorText(err))
 		return cmdOK
 	}
 	c.rep.conn.WriteString("OK")
@@ -157,7 +157,7 @@ func cmdClusterRemove(_ *Server, c *client, cl Cluster, args [][]byte) outcome {
 func cmdClusterDigest(_ *Server, c *client, cl Cluster, _ [][]byte) outcome {
 	idx, digest, err := cl.Digest(context.Background())
 	if err != nil {
-		c.rep.conn.WriteError(engineErrorText(err))
+		c.rep.error(engineErrorText(err))
 		return cmdOK
 	}
 	c.rep.conn.WriteArray(2)

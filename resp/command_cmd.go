@@ -70,17 +70,17 @@ func commandCommand() *command {
 			handler: func(_ *Server, c *client, args [][]byte) outcome {
 				cmd := commands[strings.ToLower(string(args[2]))]
 				if cmd == nil {
-					c.rep.conn.WriteError("ERR Invalid command specified")
+					c.rep.error("ERR Invalid command specified")
 					return cmdOK
 				}
 				cargs := args[2:]
 				if !cmd.arityOK(len(cargs)) {
-					c.rep.conn.WriteError("ERR Invalid number of arguments specified for command")
+					c.rep.error("ERR Invalid number of arguments specified for command")
 					return cmdOK
 				}
 				keys := keyArgs(cmd, cargs)
 				if len(keys) == 0 {
-					c.rep.conn.WriteError("ERR The command has no key arguments")
+					c.rep.error("ERR The command has no key arguments")
 					return cmdOK
 				}
 				c.rep.conn.WriteArray(len(keys))

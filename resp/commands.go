@@ -66,11 +66,11 @@ func container(name, summary, group string, subs ...*command) *command {
 		}
 		sc := c.lookupSub(cl.lower)
 		if sc == nil {
-			cl.rep.conn.WriteError(unknownSubcommand(args[1], strings.ToUpper(name)))
+			cl.rep.error(unknownSubcommand(args[1], strings.ToUpper(name)))
 			return cmdOK
 		}
 		if !sc.arityOK(len(args)) {
-			cl.rep.conn.WriteError(wrongArity(sc.name))
+			cl.rep.error(wrongArity(sc.name))
 			return cmdOK
 		}
 		// CLIENT LIST's cmd= names the subcommand, as Redis's does.
@@ -89,7 +89,7 @@ func cmdPing(_ *Server, c *client, args [][]byte) outcome {
 	case 2:
 		c.rep.conn.WriteBulk(args[1])
 	default:
-		c.rep.conn.WriteError(wrongArity("ping"))
+		c.rep.error(wrongArity("ping"))
 	}
 	return cmdOK
 }
@@ -115,19 +115,19 @@ func cmdAuth(s *Server, c *client, args [][]byte) outcome {
 	switch len(args) {
 	case 2:
 		if s.cfg.RequirePass == "" {
-			c.rep.conn.WriteError(errNoPassSet)
+			c.rep.error(errNoPassSet)
 			return cmdOK
 		}
 		pass = args[1]
 	case 3:
 		user, pass = args[1], args[2]
 	default:
-		c.rep.conn.WriteError(errSyntax)
+		c.rep.error(errSyntax)
 		return cmdOK
 	}
 	if !s.checkPassword(user, pass) {
 		s.Stats.AuthFailures.Add(1)
-		c.rep.conn.WriteError(errWrongPass)
+		c.rep.error(errWrongPass)
 		return cmdOK
 	}
 	c.authed = true
@@ -140,11 +140,11 @@ func cmdHello(s *Server, c *client, args [][]byte) outcome {
 	if len(args) >= 2 {
 		v, ok := parseInt(args[1])
 		if !ok {
-			c.rep.conn.WriteError("ERR Protocol version is not an integer or out of range")
+			c.rep.error("ERR Protocol version is not an integer or out of range")
 			return cmdOK
 		}
 		if v != 2 && v != 3 {
-			c.rep.conn.WriteError(errProtoVersion)
+			c.rep.error(errProtoVersion)
 			return cmdOK
 		}
 		proto = int(v)
@@ -156,7 +156,7 @@ func cmdHello(s *Server, c *client, args [][]byte) outcome {
 		case equalFold(args[i], "auth") && i+2 < len(args):
 			if !s.checkPassword(args[i+1], args[i+2]) {
 				s.Stats.AuthFailures.Add(1)
-				c.rep.conn.WriteError(errWrongPass)
+				c.rep.error(errWrongPass)
 				return cmdOK
 			}
 			authed = true
@@ -164,17 +164,17 @@ func cmdHello(s *Server, c *client, args [][]byte) outcome {
 		case equalFold(args[i], "setname") && i+1 < len(args):
 			name = args[i+1]
 			if !validClientName(name) {
-				c.rep.conn.WriteError(errClientName)
+				c.rep.error(errClientName)
 				return cmdOK
 			}
 			i++
 		default:
-			c.rep.conn.WriteError("ERR Syntax error in HELLO option '" + sanitize(args[i], 128) + "'")
+			c.rep.error("ERR Syntax error in HELLO option '" + sanitize(args[i], 128) + "'")
 			return cmdOK
 		}
 	}
 	if !authed {
-		c.rep.conn.WriteError(errHelloNoAuth)
+		c.rep.error(errHelloNoAuth)
 		return cmdOK
 	}
 	c.authed = true
@@ -190,8 +190,10 @@ func cmdHello(s *Server, c *client, args [][]byte) outcome {
 	r.mapHeader(7)
 	r.conn.WriteBulkString("server")
 	r.conn.WriteBulkString("rlserver")
+	// Clients gate features on the Redis version they see here; rlserver's
+	// own version is in INFO (rlserver_version).
 	r.conn.WriteBulkString("version")
-	r.conn.WriteBulkString(s.cfg.Version)
+	r.conn.WriteBulkString(redisVersion)
 	r.conn.WriteBulkString("proto")
 	if r.resp3 {
 		r.conn.WriteInt(3)
@@ -213,9 +215,9 @@ func cmdSelect(_ *Server, c *client, args [][]byte) outcome {
 	n, ok := parseInt(args[1])
 	switch {
 	case !ok:
-		c.rep.conn.WriteError(errNotInteger)
+		c.rep.error(errNotInteger)
 	case n != 0:
-		c.rep.conn.WriteError(errDBIndex)
+		c.rep.error(errDBIndex)
 	default:
 		c.rep.conn.WriteString("OK")
 	}
@@ -248,7 +250,7 @@ func cmdTime(_ *Server, c *client, _ [][]byte) outcome {
 func cmdDBSize(s *Server, c *client, _ [][]byte) outcome {
 	n, err := s.backend.Len(context.Background())
 	if err != nil {
-		c.rep.conn.WriteError(engineErrorText(err))
+		c.rep.error(engineErrorText(err))
 		return cmdOK
 	}
 	c.rep.conn.WriteInt(n)
@@ -257,11 +259,11 @@ func cmdDBSize(s *Server, c *client, _ [][]byte) outcome {
 
 func cmdFlushAll(s *Server, c *client, args [][]byte) outcome {
 	if len(args) > 2 || (len(args) == 2 && !equalFold(args[1], "sync") && !equalFold(args[1], "async")) {
-		c.rep.conn.WriteError(errSyntax)
+		c.rep.error(errSyntax)
 		return cmdOK
 	}
 	if err := s.backend.Flush(context.Background()); err != nil {
-		c.rep.conn.WriteError(engineErrorText(err))
+		c.rep.error(engineErrorText(err))
 		return cmdOK
 	}
 	c.rep.conn.WriteString("OK")
@@ -285,7 +287,7 @@ func clientCommand() *command {
 	return container("client", "A container for client connection commands.", "connection",
 		sub("client", "setname", 3, []string{"noscript", "loading", "stale"}, "Sets the connection name.", func(_ *Server, c *client, args [][]byte) outcome {
 			if !validClientName(args[2]) {
-				c.rep.conn.WriteError(errClientName)
+				c.rep.error(errClientName)
 				return cmdOK
 			}
 			c.mu.Lock()
@@ -311,7 +313,7 @@ func clientCommand() *command {
 		}),
 		sub("client", "setinfo", 4, []string{"noscript", "loading", "stale"}, "Sets information specific to the client or connection.", func(_ *Server, c *client, args [][]byte) outcome {
 			if !validClientName(args[3]) {
-				c.rep.conn.WriteError("ERR " + strings.ToUpper(string(args[2])) + " cannot contain spaces, newlines or special characters.")
+				c.rep.error("ERR " + strings.ToUpper(string(args[2])) + " cannot contain spaces, newlines or special characters.")
 				return cmdOK
 			}
 			c.mu.Lock()
@@ -322,7 +324,7 @@ func clientCommand() *command {
 			case equalFold(args[2], "lib-ver"):
 				c.libVer = string(args[3])
 			default:
-				c.rep.conn.WriteError("ERR Unrecognized option '" + sanitize(args[2], 128) + "'")
+				c.rep.error("ERR Unrecognized option '" + sanitize(args[2], 128) + "'")
 				return cmdOK
 			}
 			c.rep.conn.WriteString("OK")
@@ -347,13 +349,13 @@ func clientCommand() *command {
 					for i++; i < len(args); i++ {
 						id, ok := parseInt(args[i])
 						if !ok || id <= 0 {
-							c.rep.conn.WriteError("ERR Invalid client ID")
+							c.rep.error("ERR Invalid client ID")
 							return cmdOK
 						}
 						ids[id] = true
 					}
 				default:
-					c.rep.conn.WriteError(errSyntax)
+					c.rep.error(errSyntax)
 					return cmdOK
 				}
 			}

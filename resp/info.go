@@ -12,6 +12,10 @@ import (
 
 // INFO, with Redis's section and field names where they apply.
 
+// redisVersion is the Redis version whose commands and replies rlserver
+// follows, reported where clients look for a Redis version.
+const redisVersion = "7.4.0"
+
 var infoSections = []string{"server", "clients", "memory", "stats", "replication", "keyspace"}
 
 func cmdInfo(s *Server, c *client, args [][]byte) outcome {
@@ -57,7 +61,7 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 				port = a.String()[i+1:]
 			}
 		}
-		kv("redis_version", "7.4.0")
+		kv("redis_version", redisVersion)
 		kv("rlserver_version", s.cfg.Version)
 		kv("redis_mode", "standalone")
 		kv("os", runtime.GOOS+" "+runtime.GOARCH)

@@ -12,6 +12,13 @@ type replier struct {
 	conn    redcon.Conn
 	resp3   bool
 	scratch []byte
+	errors  int64 // error replies written since the server last counted them
+}
+
+// error writes an error reply and counts it for INFO.
+func (r *replier) error(text string) {
+	r.errors++
+	r.conn.WriteError(text)
 }
 
 func (r *replier) raw(prefix byte, n int) {

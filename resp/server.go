@@ -173,6 +173,10 @@ func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
 	}
 	s.flushBatch(c)
 	s.Stats.CommandsProcessed.Add(int64(n))
+	if c.rep.errors > 0 {
+		s.Stats.ErrorReplies.Add(c.rep.errors)
+		c.rep.errors = 0
+	}
 	c.mu.Lock()
 	c.lastAt = time.Now()
 	c.mu.Unlock()
@@ -241,20 +245,17 @@ func (s *Server) flushBatch(c *client) {
 		c.res = c.res[:len(c.reqs)]
 		batchErr = s.backend.Do(context.Background(), c.reqs, c.res)
 	}
-	var allowed, denied, errs int64
+	var allowed, denied int64
 	for _, p := range c.pending {
 		switch {
 		case p.errText != "":
-			c.rep.conn.WriteError(p.errText)
-			errs++
+			c.rep.error(p.errText)
 		case batchErr != nil:
-			c.rep.conn.WriteError(engineErrorText(batchErr))
-			errs++
+			c.rep.error(engineErrorText(batchErr))
 		default:
 			res := c.res[p.first : p.first+p.n]
 			if err := firstErr(res); err != nil {
-				c.rep.conn.WriteError(engineErrorText(err))
-				errs++
+				c.rep.error(engineErrorText(err))
 				continue
 			}
 			a, d := p.cmd.render(&c.rep, res)
@@ -267,9 +268,6 @@ func (s *Server) flushBatch(c *client) {
 	}
 	if denied > 0 {
 		s.Stats.Denied.Add(denied)
-	}
-	if errs > 0 {
-		s.Stats.ErrorReplies.Add(errs)
 	}
 	if last := c.pending[len(c.pending)-1].cmd; last != nil {
 		c.mu.Lock()

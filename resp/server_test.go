@@ -161,6 +161,10 @@ func TestAuthRequired(t *testing.T) {
 	if n := srv.Stats.AuthFailures.Load(); n != 1 {
 		t.Errorf("AuthFailures = %d, want 1", n)
 	}
+	// Regression: errors written by handlers (WRONGPASS) were not counted.
+	if n := srv.Stats.ErrorReplies.Load(); n != 3 {
+		t.Errorf("ErrorReplies = %d, want 3 (two NOAUTH, one WRONGPASS)", n)
+	}
 }
 
 func TestShutdownAnswersReceivedCommandsThenCloses(t *testing.T) {
