@@ -196,14 +196,16 @@ func (n *Node) submit(ctx context.Context, chunk []byte, count int, localOnly bo
 			if c.state.CompareAndSwap(callQueued, callAbandoned) {
 				return nil, 0, n.notAppended()
 			}
-			return nil, 0, ErrUnknownOutcome
+			var ok bool
+			if r, ok = n.grace(c); !ok {
+				return nil, 0, ErrUnknownOutcome
+			}
 		case <-n.closing:
 			if c.state.CompareAndSwap(callQueued, callAbandoned) {
 				return nil, 0, ErrShutdown
 			}
-			select {
-			case r = <-c.done:
-			case <-ctx.Done():
+			var ok bool
+			if r, ok = n.grace(c); !ok {
 				return nil, 0, ErrUnknownOutcome
 			}
 		}
@@ -218,6 +220,23 @@ func (n *Node) submit(ctx context.Context, chunk []byte, count int, localOnly bo
 		}
 	}
 }
+
+// grace waits a moment more for a call the batcher has taken when the
+// caller's wait ends: most such calls are about to fail as not appended
+// (no leader) or to succeed, and either is better news than an unknown
+// outcome.
+func (n *Node) grace(c *call) (callResult, bool) {
+	t := time.NewTimer(graceAfterWait)
+	defer t.Stop()
+	select {
+	case r := <-c.done:
+		return r, true
+	case <-t.C:
+		return callResult{}, false
+	}
+}
+
+const graceAfterWait = 100 * time.Millisecond
 
 // pause waits a little before a retry; false when ctx ended or the node is
 // closing.
