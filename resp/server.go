@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/engine"
-	"github.com/tidwall/redcon"
 )
 
 // Backend applies batches of limiter requests. Standalone, it reads the
@@ -57,12 +56,10 @@ type Server struct {
 
 	mu      sync.Mutex
 	clients map[int64]*client
-	conns   map[*trackedConn]struct{}
+	conns   map[*conn]struct{}
 	ln      net.Listener
-	rs      *redcon.Server
 	closing bool
-	drained chan struct{} // closed when the last connection closes during shutdown
-	release chan struct{} // closed to let Accept report the listener closed
+	wg      sync.WaitGroup // one per connection goroutine
 }
 
 // New makes a server that answers limiter commands from backend.
@@ -75,16 +72,13 @@ func New(cfg Config, backend Backend) *Server {
 		backend: backend,
 		started: time.Now(),
 		clients: make(map[int64]*client),
-		conns:   make(map[*trackedConn]struct{}),
-		drained: make(chan struct{}),
-		release: make(chan struct{}),
+		conns:   make(map[*conn]struct{}),
 	}
 }
 
 // Serve answers connections on ln until Shutdown. It returns nil after a
 // Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	tl := &trackingListener{Listener: GuardListener(ln, s.cfg.Guard), s: s}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -92,7 +86,75 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.ln = ln
 	s.mu.Unlock()
-	return redcon.Serve(tl, s.handle, s.accept, s.closed)
+	gl := GuardListener(ln, s.cfg.Guard)
+	for {
+		nc, err := gl.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		c := newConn(nc, maxQueryBuffer)
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			nc.Close()
+			continue
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(c)
+	}
+}
+
+// maxQueryBuffer bounds the bytes one pending command may occupy: the
+// guard's per-bulk and per-count limits alone would allow 1024 x 1 MiB.
+const maxQueryBuffer = 64 << 20
+
+// serveConn reads pipelines and answers each as one batch, until the
+// client leaves, sends something the guard refuses, or the server shuts
+// down (a read deadline in the past ends the read after the last batch).
+func (s *Server) serveConn(c *conn) {
+	defer s.wg.Done()
+	s.Stats.ConnectionsReceived.Add(1)
+	cl := newClient(s.nextID.Add(1), c)
+	cl.authed = s.cfg.RequirePass == ""
+	s.mu.Lock()
+	s.clients[cl.id] = cl
+	s.mu.Unlock()
+	defer func() {
+		c.nc.Close()
+		s.mu.Lock()
+		delete(s.clients, cl.id)
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+	for !c.closed {
+		cmds, err := c.readPipeline()
+		if err != nil {
+			if errors.Is(err, errQueryBuffer) {
+				c.WriteError("ERR Protocol error: query buffer limit exceeded")
+				c.wr.Flush()
+			}
+			return
+		}
+		if s.handle(cl, cmds) == cmdQuit {
+			c.Close()
+			return
+		}
+		if err := c.wr.Flush(); err != nil {
+			return
+		}
+	}
 }
 
 // Addr is the listener's address, once Serve has started.
@@ -107,7 +169,7 @@ func (s *Server) Addr() net.Addr {
 
 // Shutdown stops accepting connections, lets every connection finish the
 // commands it has received and flush their replies, then closes them. It
-// waits until they are closed or ctx ends.
+// waits until they are closed or ctx ends; then it closes the rest.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closing {
@@ -118,58 +180,47 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.ln != nil {
 		s.ln.Close()
 	}
-	// A read deadline in the past makes each connection's next read fail:
-	// redcon first executes and flushes what it already read.
+	// A read deadline in the past makes each connection's next read fail
+	// once it has answered what it already read.
 	for c := range s.conns {
-		c.SetReadDeadline(time.Unix(1, 0))
-	}
-	if len(s.conns) == 0 {
-		close(s.drained)
+		c.nc.SetReadDeadline(time.Unix(1, 0))
 	}
 	s.mu.Unlock()
-	var err error
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
 	select {
-	case <-s.drained:
+	case <-done:
+		return nil
 	case <-ctx.Done():
-		err = ctx.Err()
+		s.mu.Lock()
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		<-done
+		return ctx.Err()
 	}
-	close(s.release)
-	return err
 }
 
-func (s *Server) accept(conn redcon.Conn) bool {
-	s.Stats.ConnectionsReceived.Add(1)
-	c := newClient(s.nextID.Add(1), conn)
-	c.authed = s.cfg.RequirePass == ""
-	conn.SetContext(c)
-	s.mu.Lock()
-	s.clients[c.id] = c
-	s.mu.Unlock()
-	return true
-}
-
-func (s *Server) closed(conn redcon.Conn, _ error) {
-	c, ok := conn.Context().(*client)
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	delete(s.clients, c.id)
-	s.mu.Unlock()
-}
-
-// handle runs one command and the rest of the pipeline redcon has already
-// parsed, as one batch.
-func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
-	c := conn.Context().(*client)
-	n := 1
-	last := s.process(c, conn, cmd.Args)
-	for _, next := range conn.ReadPipeline() {
+// handle runs a pipeline as one batch.
+func (s *Server) handle(c *client, cmds [][][]byte) outcome {
+	last := cmdOK
+	n := 0
+	for _, args := range cmds {
+		if len(args) == 1 && &args[0][0] == &unbalancedQuotes[0] {
+			s.flushBatch(c)
+			c.rep.error("ERR Protocol error: unbalanced quotes in request")
+			last = cmdQuit
+			break
+		}
+		last = s.process(c, args)
+		n++
 		if last == cmdQuit {
 			break
 		}
-		last = s.process(c, conn, next.Args)
-		n++
 	}
 	s.flushBatch(c)
 	s.Stats.CommandsProcessed.Add(int64(n))
@@ -180,9 +231,7 @@ func (s *Server) handle(conn redcon.Conn, cmd redcon.Command) {
 	c.mu.Lock()
 	c.lastAt = time.Now()
 	c.mu.Unlock()
-	if last == cmdQuit {
-		conn.Close()
-	}
+	return last
 }
 
 type outcome int
@@ -194,7 +243,7 @@ const (
 
 // process runs one command: a limiter command joins the pending batch;
 // any other first flushes the batch (keeping replies in order) and runs.
-func (s *Server) process(c *client, conn redcon.Conn, args [][]byte) outcome {
+func (s *Server) process(c *client, args [][]byte) outcome {
 	c.lower = appendLower(c.lower[:0], args[0])
 	cmd := lookup(c.lower)
 	if cmd == nil {
@@ -296,57 +345,4 @@ func appendLower(dst, src []byte) []byte {
 		dst = append(dst, c)
 	}
 	return dst
-}
-
-// trackingListener records live connections so Shutdown can drain them.
-type trackingListener struct {
-	net.Listener
-	s *Server
-}
-
-func (l *trackingListener) Accept() (net.Conn, error) {
-	for {
-		nc, err := l.Listener.Accept()
-		if err != nil {
-			l.s.mu.Lock()
-			closing := l.s.closing
-			l.s.mu.Unlock()
-			if closing {
-				// Keep redcon from closing live connections before they drain.
-				<-l.s.release
-				return nil, net.ErrClosed
-			}
-			return nil, err
-		}
-		tc := &trackedConn{Conn: nc, s: l.s}
-		l.s.mu.Lock()
-		if l.s.closing {
-			l.s.mu.Unlock()
-			nc.Close()
-			continue
-		}
-		l.s.conns[tc] = struct{}{}
-		l.s.mu.Unlock()
-		return tc, nil
-	}
-}
-
-type trackedConn struct {
-	net.Conn
-	s    *Server
-	once sync.Once
-}
-
-func (c *trackedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() {
-		s := c.s
-		s.mu.Lock()
-		delete(s.conns, c)
-		if s.closing && len(s.conns) == 0 {
-			close(s.drained)
-		}
-		s.mu.Unlock()
-	})
-	return err
 }

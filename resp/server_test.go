@@ -14,7 +14,7 @@ import (
 )
 
 // startServer serves a fresh engine on a loopback port and returns its address.
-func startServer(t *testing.T, cfg Config) (string, *Server) {
+func startServer(t testing.TB, cfg Config) (string, *Server) {
 	t.Helper()
 	eng := engine.New(4)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -1,0 +1,92 @@
+package resp
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+)
+
+// benchPipeline drives a real server over loopback: conns connections each
+// send pipelines of depth commands and read the replies. ns/op and
+// allocs/op are per command, server and client together (the client
+// allocates nothing per command).
+func benchPipeline(b *testing.B, conns, depth int, makeCmd func(i int) string) {
+	addr, _ := startServer(b, Config{})
+	var pipelines [][]byte
+	for p := range 64 {
+		var buf bytes.Buffer
+		for i := range depth {
+			buf.WriteString(makeCmd(p*depth + i))
+		}
+		pipelines = append(pipelines, buf.Bytes())
+	}
+	clients := make([]net.Conn, conns)
+	for i := range clients {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		clients[i] = c
+	}
+	// Measure one pipeline's reply size once so readers know how much to read.
+	replyLen := make([]int, len(pipelines))
+	for p, pl := range pipelines {
+		clients[0].Write(pl)
+		n := 0
+		buf := make([]byte, 1<<20)
+		for lines := 0; lines < countReplies(depth); {
+			m, err := clients[0].Read(buf[n:])
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += m
+			lines = bytes.Count(buf[:n], []byte("\r\n"))
+		}
+		replyLen[p] = n
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	per := b.N/(conns*depth) + 1
+	for ci, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 1<<20)
+			for k := range per {
+				p := (ci + k) % len(pipelines)
+				if _, err := c.Write(pipelines[p]); err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := io.ReadFull(c, buf[:replyLen[p]]); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(per*conns*depth), "ns/cmd")
+}
+
+// countReplies is the number of CRLF-terminated lines in depth replies of
+// the benchmarked command: 5 for RL.ALLOW's 4-integer array, 1 for PING.
+var countReplies func(depth int) int
+
+func BenchmarkPipelineAllow(b *testing.B) {
+	countReplies = func(d int) int { return 5 * d }
+	benchPipeline(b, 16, 32, func(i int) string {
+		return encode("RL.ALLOW", fmt.Sprintf("key:%012d", (i*7919)%100000), "100", "10", "1")
+	})
+}
+
+func BenchmarkPipelinePing(b *testing.B) {
+	countReplies = func(d int) int { return d }
+	benchPipeline(b, 16, 32, func(int) string { return encode("PING") })
+}

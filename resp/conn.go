@@ -1,0 +1,330 @@
+package resp
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+
+	"github.com/tidwall/redcon"
+)
+
+// conn is one client connection: rlserver's own read loop over the guarded
+// byte stream, with redcon's Writer for replies.
+//
+// redcon's reader copies every command and allocates its argument slice
+// (about 500 bytes and two allocations per command, most of the CPU of a
+// pipelined RL.ALLOW); this reader parses a whole pipeline in place: the
+// arguments of every complete command in the buffer are slices of the
+// buffer, gathered in one reused slice, and stay valid until the batch has
+// been answered. A connection therefore allocates nothing per command.
+//
+// The guard in front of it has already enforced the framing limits, so
+// every frame the parser sees is well-formed; the parser still checks
+// bounds so that no input can make it panic.
+type conn struct {
+	nc   net.Conn
+	wr   *redcon.Writer
+	addr string
+	ctx  any
+
+	buf        []byte // bytes read; buf[start:end] not yet parsed
+	start, end int
+	argv       [][]byte // arguments of the parsed commands, back to back
+	cmdEnds    []int    // cmdEnds[i] is the end of command i in argv
+	cmds       [][][]byte
+	inline     []byte // unescaped inline arguments (they are not slices of buf)
+	maxQuery   int    // the largest a single pending command may grow
+	closed     bool
+}
+
+const readChunk = 16 << 10
+
+var errQueryBuffer = errors.New("query buffer limit")
+
+func newConn(nc net.Conn, maxQuery int) *conn {
+	return &conn{nc: nc, wr: redcon.NewWriter(nc), addr: nc.RemoteAddr().String(),
+		buf: make([]byte, readChunk), maxQuery: maxQuery}
+}
+
+// readPipeline returns the commands that are complete in the buffer,
+// reading from the socket until at least one is. The returned slices are
+// valid until the next call.
+func (c *conn) readPipeline() ([][][]byte, error) {
+	for {
+		cmds := c.parse()
+		if len(cmds) > 0 {
+			return cmds, nil
+		}
+		if err := c.fill(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// fill reads more bytes, first moving the unparsed tail to the front and
+// growing the buffer when a single command needs more room.
+func (c *conn) fill() error {
+	if c.start > 0 {
+		n := copy(c.buf, c.buf[c.start:c.end])
+		c.start, c.end = 0, n
+	}
+	if c.end == len(c.buf) {
+		if len(c.buf) >= c.maxQuery {
+			return errQueryBuffer
+		}
+		nb := make([]byte, min(2*len(c.buf), c.maxQuery))
+		copy(nb, c.buf[:c.end])
+		c.buf = nb
+	}
+	n, err := c.nc.Read(c.buf[c.end:])
+	c.end += n
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
+}
+
+// parse splits the complete commands at the front of the buffer.
+func (c *conn) parse() [][][]byte {
+	c.argv = c.argv[:0]
+	c.cmdEnds = c.cmdEnds[:0]
+	c.inline = c.inline[:0]
+	for c.start < c.end {
+		var ok bool
+		if c.buf[c.start] == '*' {
+			ok = c.parseMultibulk()
+		} else {
+			ok = c.parseInline()
+		}
+		if !ok {
+			break
+		}
+	}
+	if len(c.cmdEnds) == 0 {
+		return nil
+	}
+	c.cmds = c.cmds[:0]
+	from := 0
+	for _, to := range c.cmdEnds {
+		c.cmds = append(c.cmds, c.argv[from:to:to])
+		from = to
+	}
+	return c.cmds
+}
+
+// parseMultibulk parses `*N\r\n` and N `$len\r\nbytes\r\n` at c.start.
+// It reports false when the frame is not complete yet.
+func (c *conn) parseMultibulk() bool {
+	b := c.buf[c.start:c.end]
+	n, i, ok := parseLine(b, 1)
+	if !ok {
+		return false
+	}
+	first := len(c.argv)
+	for range n {
+		if i >= len(b) {
+			c.argv = c.argv[:first]
+			return false
+		}
+		size, next, ok := parseLine(b, i+1)
+		if !ok || size < 0 || next+size+2 > len(b) {
+			c.argv = c.argv[:first]
+			return false
+		}
+		c.argv = append(c.argv, b[next:next+size:next+size])
+		i = next + size + 2
+	}
+	c.start += i
+	if n > 0 { // *0 and *-1 are empty frames: skipped, as Redis does
+		c.cmdEnds = append(c.cmdEnds, len(c.argv))
+	}
+	return true
+}
+
+// parseLine reads the decimal number in b[from:] up to CRLF and returns it
+// with the index after the CRLF.
+func parseLine(b []byte, from int) (n, next int, ok bool) {
+	end := bytes.IndexByte(b[min(from, len(b)):], '\n')
+	if end < 1 {
+		return 0, 0, false
+	}
+	end += from
+	v, err := strconv.Atoi(str(b[from : end-1]))
+	if err != nil {
+		return 0, 0, false
+	}
+	return v, end + 1, true
+}
+
+// parseInline splits a telnet-style line into arguments, with Redis's
+// quoting rules: "double quotes" with \n \r \t \b \a \\ \" \xHH escapes,
+// 'single quotes' with \' only. An empty line is skipped.
+func (c *conn) parseInline() bool {
+	b := c.buf[c.start:c.end]
+	nl := bytes.IndexByte(b, '\n')
+	if nl < 0 {
+		return false
+	}
+	line := b[:nl]
+	c.start += nl + 1
+	if len(line) > 0 && line[len(line)-1] == '\r' {
+		line = line[:len(line)-1]
+	}
+	first := len(c.argv)
+	args, ok := splitInline(line, c.inline)
+	if !ok {
+		// Unbalanced quotes: the command becomes an error reply.
+		c.argv = append(c.argv, unbalancedQuotes)
+		c.cmdEnds = append(c.cmdEnds, len(c.argv))
+		return true
+	}
+	c.inline = args.store
+	c.argv = append(c.argv, args.argv...)
+	if len(c.argv) > first {
+		c.cmdEnds = append(c.cmdEnds, len(c.argv))
+	}
+	return true
+}
+
+// unbalancedQuotes marks an inline command whose quotes do not close; the
+// server answers it with Redis's protocol error and closes.
+var unbalancedQuotes = []byte("\x00unbalanced-quotes")
+
+type inlineArgs struct {
+	argv  [][]byte
+	store []byte
+}
+
+func splitInline(line, store []byte) (inlineArgs, bool) {
+	var out inlineArgs
+	i := 0
+	for {
+		for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
+			i++
+		}
+		if i == len(line) {
+			out.store = store
+			return out, true
+		}
+		begin := len(store)
+		switch line[i] {
+		case '"':
+			i++
+			for {
+				if i >= len(line) {
+					return out, false
+				}
+				ch := line[i]
+				if ch == '\\' && i+3 < len(line) && line[i+1] == 'x' && isHex(line[i+2]) && isHex(line[i+3]) {
+					store = append(store, unhex(line[i+2])<<4|unhex(line[i+3]))
+					i += 4
+					continue
+				}
+				if ch == '\\' && i+1 < len(line) {
+					i++
+					switch ch = line[i]; ch {
+					case 'n':
+						ch = '\n'
+					case 'r':
+						ch = '\r'
+					case 't':
+						ch = '\t'
+					case 'b':
+						ch = '\b'
+					case 'a':
+						ch = '\a'
+					}
+					store = append(store, ch)
+					i++
+					continue
+				}
+				if ch == '"' {
+					i++
+					if i < len(line) && line[i] != ' ' && line[i] != '\t' {
+						return out, false // closing quote must be followed by a space
+					}
+					break
+				}
+				store = append(store, ch)
+				i++
+			}
+		case '\'':
+			i++
+			for {
+				if i >= len(line) {
+					return out, false
+				}
+				ch := line[i]
+				if ch == '\\' && i+1 < len(line) && line[i+1] == '\'' {
+					store = append(store, '\'')
+					i += 2
+					continue
+				}
+				if ch == '\'' {
+					i++
+					if i < len(line) && line[i] != ' ' && line[i] != '\t' {
+						return out, false
+					}
+					break
+				}
+				store = append(store, ch)
+				i++
+			}
+		default:
+			for i < len(line) && line[i] != ' ' && line[i] != '\t' {
+				store = append(store, line[i])
+				i++
+			}
+		}
+		out.argv = append(out.argv, store[begin:len(store):len(store)])
+	}
+}
+
+func isHex(b byte) bool {
+	return '0' <= b && b <= '9' || 'a' <= b && b <= 'f' || 'A' <= b && b <= 'F'
+}
+
+func unhex(b byte) byte {
+	switch {
+	case b <= '9':
+		return b - '0'
+	case b >= 'a':
+		return b - 'a' + 10
+	}
+	return b - 'A' + 10
+}
+
+// The redcon.Conn methods the command handlers use.
+
+func (c *conn) RemoteAddr() string                 { return c.addr }
+func (c *conn) Context() any                       { return c.ctx }
+func (c *conn) SetContext(v any)                   { c.ctx = v }
+func (c *conn) SetReadBuffer(int)                  {}
+func (c *conn) NetConn() net.Conn                  { return c.nc }
+func (c *conn) WriteError(msg string)              { c.wr.WriteError(msg) }
+func (c *conn) WriteString(s string)               { c.wr.WriteString(s) }
+func (c *conn) WriteBulk(b []byte)                 { c.wr.WriteBulk(b) }
+func (c *conn) WriteBulkString(s string)           { c.wr.WriteBulkString(s) }
+func (c *conn) WriteInt(n int)                     { c.wr.WriteInt(n) }
+func (c *conn) WriteInt64(n int64)                 { c.wr.WriteInt64(n) }
+func (c *conn) WriteUint64(n uint64)               { c.wr.WriteUint64(n) }
+func (c *conn) WriteArray(n int)                   { c.wr.WriteArray(n) }
+func (c *conn) WriteNull()                         { c.wr.WriteNull() }
+func (c *conn) WriteRaw(b []byte)                  { c.wr.WriteRaw(b) }
+func (c *conn) WriteAny(v any)                     { c.wr.WriteAny(v) }
+func (c *conn) WriteBulkFrom(n int64, r io.Reader) { c.wr.WriteBulkFrom(n, r) }
+func (c *conn) ReadPipeline() []redcon.Command     { return nil }
+func (c *conn) PeekPipeline() []redcon.Command     { return nil }
+func (c *conn) Detach() redcon.DetachedConn        { panic("resp: Detach is not supported") }
+
+// Close flushes pending replies and closes the connection.
+func (c *conn) Close() error {
+	c.wr.Flush()
+	c.closed = true
+	return c.nc.Close()
+}
