@@ -677,7 +677,7 @@ func TestInfo(t *testing.T) {
 	rc.send("HELLO 3\r\nINFO clients keyspace\r\n")
 	rc.read()
 	v = rc.read()
-	if v.kind != '=' || !regexp.MustCompile(`^# Clients\r\nconnected_clients:\d+\r\n\r\n# Keyspace\r\ndb0:keys=2,expires=2,avg_ttl=0\r\n$`).MatchString(v.str) {
+	if v.kind != '=' || !regexp.MustCompile(`^# Clients\r\nconnected_clients:\d+\r\nmaxclients:10000\r\n\r\n# Keyspace\r\ndb0:keys=2,expires=2,avg_ttl=0\r\n$`).MatchString(v.str) {
 		t.Errorf("INFO clients keyspace = %c %q", v.kind, v.str)
 	}
 	// An empty keyspace has an empty section.

@@ -77,8 +77,11 @@ func batchThrottle(reqs []engine.Request, args [][]byte) ([]engine.Request, stri
 		n[i] = v
 	}
 	period := n[2]
-	if period > math.MaxInt64/secNanos || period < -math.MaxInt64/secNanos {
+	if period > math.MaxInt64/secNanos {
 		return reqs, engineErrorText(engine.ErrPeriodTooLong)
+	}
+	if period < 0 {
+		period = -1 // engine.Throttle refuses every negative period alike
 	}
 	req, err := engine.Throttle(args[1], n[0], n[1], period*secNanos, n[3])
 	if err != nil {
@@ -110,6 +113,10 @@ func batchGCRA(reqs []engine.Request, args [][]byte) ([]engine.Request, string) 
 	period, ok := parseFloat(args[4])
 	if !ok || math.IsNaN(period) {
 		return reqs, errNotFloat
+	}
+	// Redis checks the period's range here, before the TOKENS clause.
+	if period <= 0 || period >= 1e12 {
+		return reqs, engineErrorText(engine.ErrBadPeriod)
 	}
 	tokens := int64(1)
 	if len(args) >= 6 {

@@ -130,7 +130,7 @@ func cmdAuth(s *Server, c *client, args [][]byte) outcome {
 		c.rep.error(errWrongPass)
 		return cmdOK
 	}
-	c.authed = true
+	s.setAuthed(c, true)
 	c.rep.conn.WriteString("OK")
 	return cmdOK
 }
@@ -177,7 +177,7 @@ func cmdHello(s *Server, c *client, args [][]byte) outcome {
 		c.rep.error(errHelloNoAuth)
 		return cmdOK
 	}
-	c.authed = true
+	s.setAuthed(c, true)
 	if proto != 0 {
 		c.setProto(proto)
 	}
@@ -231,7 +231,7 @@ func cmdQuitHandler(_ *Server, c *client, _ [][]byte) outcome {
 
 func cmdReset(s *Server, c *client, _ [][]byte) outcome {
 	c.setProto(2)
-	c.authed = s.cfg.RequirePass == ""
+	s.setAuthed(c, s.cfg.RequirePass == "")
 	c.mu.Lock()
 	c.name = ""
 	c.mu.Unlock()

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	"github.com/tidwall/redcon"
 )
@@ -37,6 +39,12 @@ type conn struct {
 	inline     []byte // unescaped inline arguments (they are not slices of buf)
 	maxQuery   int    // the largest a single pending command may grow
 	closed     bool
+
+	// A command that has started to arrive must finish within
+	// partialTimeout (0: no limit); an idle connection has no deadline.
+	partialTimeout time.Duration
+	deadlineSet    bool
+	stopping       *atomic.Bool // the server is shutting down: reads end now
 }
 
 const readChunk = 16 << 10
@@ -78,6 +86,7 @@ func (c *conn) fill() error {
 		copy(nb, c.buf[:c.end])
 		c.buf = nb
 	}
+	c.armDeadline()
 	n, err := c.nc.Read(c.buf[c.end:])
 	c.end += n
 	if n > 0 {
@@ -87,6 +96,26 @@ func (c *conn) fill() error {
 		err = io.ErrNoProgress
 	}
 	return err
+}
+
+// armDeadline sets the read deadline for the next read: partialTimeout
+// from now while part of a command is buffered, none while idle, and one in
+// the past once the server is stopping. The stopping check comes after the
+// deadline is set, so a concurrent Shutdown's past deadline is never lost.
+func (c *conn) armDeadline() {
+	partial := c.end > c.start && c.partialTimeout > 0
+	switch {
+	case partial:
+		c.nc.SetReadDeadline(time.Now().Add(c.partialTimeout))
+		c.deadlineSet = true
+	case c.deadlineSet:
+		c.nc.SetReadDeadline(time.Time{})
+		c.deadlineSet = false
+	}
+	if c.stopping != nil && c.stopping.Load() {
+		c.nc.SetReadDeadline(time.Unix(1, 0))
+		c.deadlineSet = true
+	}
 }
 
 // parse splits the complete commands at the front of the buffer.

@@ -22,6 +22,7 @@ const (
 	errWrongType    = "WRONGTYPE Operation against a key holding the wrong kind of value"
 	errInternal     = "ERR internal error"
 	errShutdown     = "ERR server is shutting down"
+	errProtected    = "DENIED rlserver is running in protected mode because it listens on a non-loopback address and no password is set. In this mode connections are only accepted from the loopback interface. To accept clients from other hosts: 1) set a password with --requirepass (recommended), or 2) turn protected mode off with --protected-mode=false, making sure the server is not reachable from untrusted networks."
 	errHelloNoAuth  = "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
 )
 

@@ -117,6 +117,16 @@ func (c *guardConn) Read(p []byte) (int, error) {
 	}
 }
 
+// restrict applies lim (normalized) from the next byte on: tighter limits
+// before authentication, the configured ones after. It must be called by
+// the goroutine that reads.
+func (c *guardConn) restrict(lim GuardLimits) {
+	lim = lim.normalized()
+	c.v.maxArgs = uint64(lim.MaxArgs)
+	c.v.maxBulk = uint64(lim.MaxBulkLen)
+	c.v.maxInline = lim.MaxInlineLen
+}
+
 // fail writes the error line once and reports the end of the stream. A write
 // error is ignored: the connection is being closed either way.
 func (c *guardConn) fail() error {

@@ -16,7 +16,7 @@ import (
 // follows, reported where clients look for a Redis version.
 const redisVersion = "7.4.0"
 
-var infoSections = []string{"server", "clients", "memory", "stats", "replication", "keyspace"}
+var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "keyspace"}
 
 func cmdInfo(s *Server, c *client, args [][]byte) outcome {
 	want := map[string]bool{}
@@ -77,6 +77,7 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 		n := len(s.clients)
 		s.mu.Unlock()
 		kv("connected_clients", n)
+		kv("maxclients", s.cfg.MaxClients)
 	case "memory":
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
@@ -90,11 +91,14 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 	case "stats":
 		st := &s.Stats
 		kv("total_connections_received", st.ConnectionsReceived.Load())
+		kv("rejected_connections", st.RejectedConnections.Load())
 		kv("total_commands_processed", st.CommandsProcessed.Load())
 		kv("total_error_replies", st.ErrorReplies.Load())
 		kv("rl_allowed", st.Allowed.Load())
 		kv("rl_denied", st.Denied.Load())
 		kv("acl_access_denied_auth", st.AuthFailures.Load())
+	case "persistence":
+		s.writePersistenceInfo(kv)
 	case "replication":
 		s.writeReplicationInfo(kv)
 	case "keyspace":

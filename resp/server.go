@@ -8,7 +8,9 @@ package resp
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,9 +32,20 @@ type Backend interface {
 // Config is the edge's configuration.
 type Config struct {
 	RequirePass string
-	Guard       GuardLimits
-	Version     string            // rlserver's version, reported by INFO and HELLO
-	Settings    map[string]string // CONFIG GET answers: setting name -> value
+	Guard       GuardLimits // framing limits once authenticated (or with no password)
+	// PreAuthGuard are the tighter framing limits before AUTH when a
+	// password is set (default: 10 arguments, 16 KiB bulks, 4 KiB inline).
+	PreAuthGuard GuardLimits
+	MaxClients   int // connections served at once (default 10000); the next is refused
+	MaxKeyLen    int // longest key accepted, bytes (default 16 KiB)
+	// PartialTimeout bounds how long a command may take to arrive once its
+	// first bytes have (default 30s; negative: no limit).
+	PartialTimeout time.Duration
+	// ProtectedMode refuses clients from other hosts while no password is
+	// set, as Redis does (the listener on a non-loopback address).
+	ProtectedMode bool
+	Version       string            // rlserver's version, reported by INFO and HELLO
+	Settings      map[string]string // CONFIG GET answers: setting name -> value
 }
 
 // Stats are the server's counters, read by INFO.
@@ -43,6 +56,7 @@ type Stats struct {
 	Denied              atomic.Int64
 	ErrorReplies        atomic.Int64
 	AuthFailures        atomic.Int64
+	RejectedConnections atomic.Int64
 }
 
 // Server serves the Redis protocol on one listener.
@@ -60,12 +74,28 @@ type Server struct {
 	ln      net.Listener
 	closing bool
 	wg      sync.WaitGroup // one per connection goroutine
+	stop    atomic.Bool    // set when Shutdown begins; connections stop reading
 }
 
 // New makes a server that answers limiter commands from backend.
 func New(cfg Config, backend Backend) *Server {
 	if cfg.Guard == (GuardLimits{}) {
 		cfg.Guard = DefaultGuardLimits()
+	}
+	if cfg.PreAuthGuard == (GuardLimits{}) {
+		cfg.PreAuthGuard = GuardLimits{MaxBulkLen: 16 << 10, MaxArgs: 10, MaxInlineLen: 4 << 10}
+	}
+	if cfg.MaxClients <= 0 {
+		cfg.MaxClients = 10000
+	}
+	if cfg.MaxKeyLen <= 0 {
+		cfg.MaxKeyLen = 16 << 10
+	}
+	switch {
+	case cfg.PartialTimeout == 0:
+		cfg.PartialTimeout = 30 * time.Second
+	case cfg.PartialTimeout < 0:
+		cfg.PartialTimeout = 0
 	}
 	return &Server{
 		cfg:     cfg,
@@ -102,11 +132,27 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			return err
 		}
+		if s.cfg.ProtectedMode && s.cfg.RequirePass == "" && !isLoopback(nc.RemoteAddr()) {
+			s.Stats.RejectedConnections.Add(1)
+			refuse(nc, errProtected)
+			continue
+		}
 		c := newConn(nc, maxQueryBuffer)
+		c.partialTimeout = s.cfg.PartialTimeout
+		c.stopping = &s.stop
+		if g, ok := nc.(*guardConn); ok && s.cfg.RequirePass != "" {
+			g.restrict(s.cfg.PreAuthGuard)
+		}
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
 			nc.Close()
+			continue
+		}
+		if len(s.conns) >= s.cfg.MaxClients {
+			s.mu.Unlock()
+			s.Stats.RejectedConnections.Add(1)
+			refuse(nc, "ERR max number of clients reached")
 			continue
 		}
 		s.conns[c] = struct{}{}
@@ -177,6 +223,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	s.closing = true
+	s.stop.Store(true)
 	if s.ln != nil {
 		s.ln.Close()
 	}
@@ -258,6 +305,12 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 		s.reply(c, errNoAuth)
 		return cmdOK
 	}
+	if cmd.firstKey > 0 {
+		if text := s.checkKeys(cmd, args); text != "" {
+			s.reply(c, text)
+			return cmdOK
+		}
+	}
 	if cmd.batch != nil {
 		first := len(c.reqs)
 		var errText string
@@ -273,6 +326,41 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 	c.lastCmd = cmd.name
 	c.mu.Unlock()
 	return cmd.handler(s, c, args)
+}
+
+// checkKeys refuses keys longer than MaxKeyLen before they reach a backend.
+func (s *Server) checkKeys(cmd *command, args [][]byte) string {
+	last := cmd.lastKey
+	if last < 0 {
+		last += len(args)
+	}
+	for i := cmd.firstKey; i <= last && i < len(args); i += cmd.keyStep {
+		if len(args[i]) > s.cfg.MaxKeyLen {
+			return "ERR key is too long: " + strconv.Itoa(len(args[i])) + " bytes, the limit is " +
+				strconv.Itoa(s.cfg.MaxKeyLen) + " (max-key-len)"
+		}
+	}
+	return ""
+}
+
+// refuse answers a connection it will not serve with one error line and
+// closes it.
+func refuse(nc net.Conn, text string) {
+	nc.SetWriteDeadline(time.Now().Add(time.Second))
+	io.WriteString(nc, "-"+text+"\r\n")
+	nc.Close()
+}
+
+func isLoopback(a net.Addr) bool {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.IsLoopback()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // reply queues an error reply in order with the pending batch.
@@ -345,4 +433,24 @@ func appendLower(dst, src []byte) []byte {
 		dst = append(dst, c)
 	}
 	return dst
+}
+
+// setAuthed records whether c is authenticated and gives its byte stream
+// the matching framing limits.
+func (s *Server) setAuthed(c *client, authed bool) {
+	c.authed = authed
+	if s.cfg.RequirePass == "" {
+		return
+	}
+	cn, ok := c.rep.conn.(*conn)
+	if !ok {
+		return
+	}
+	if g, ok := cn.nc.(*guardConn); ok {
+		if authed {
+			g.restrict(s.cfg.Guard)
+		} else {
+			g.restrict(s.cfg.PreAuthGuard)
+		}
+	}
 }

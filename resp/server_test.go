@@ -230,3 +230,108 @@ func TestGlobMatch(t *testing.T) {
 		}
 	}
 }
+
+func TestMaxClientsRefusesTheNextConnection(t *testing.T) {
+	addr, srv := startServer(t, Config{MaxClients: 2})
+	for range 2 {
+		c, r := dial(t, addr)
+		io.WriteString(c, encode("PING"))
+		if got := readReply(t, r); got != "PONG" {
+			t.Fatalf("PING = %q", got)
+		}
+	}
+	_, r := dial(t, addr)
+	if got := readReply(t, r); got != "-ERR max number of clients reached" {
+		t.Fatalf("third connection got %q", got)
+	}
+	if _, err := r.ReadByte(); err == nil {
+		t.Fatal("refused connection left open")
+	}
+	if n := srv.Stats.RejectedConnections.Load(); n != 1 {
+		t.Fatalf("RejectedConnections = %d", n)
+	}
+}
+
+func TestKeyLengthLimit(t *testing.T) {
+	addr, _ := startServer(t, Config{MaxKeyLen: 8})
+	c, r := dial(t, addr)
+	io.WriteString(c, encode("RL.ALLOW", "123456789", "1", "1")+encode("DEL", "ok", "123456789")+
+		encode("RL.ALLOW", "12345678", "1", "1"))
+	for i, want := range []string{
+		"-ERR key is too long: 9 bytes, the limit is 8 (max-key-len)",
+		"-ERR key is too long: 9 bytes, the limit is 8 (max-key-len)",
+		"[:1 :0 :0 :1000]",
+	} {
+		if got := readReply(t, r); got != want {
+			t.Errorf("reply %d = %q, want %q", i, got, want)
+		}
+	}
+}
+
+func TestPreAuthLimitsAreTighter(t *testing.T) {
+	addr, _ := startServer(t, Config{RequirePass: "pw"})
+	// Before AUTH a 20 KiB bulk is a protocol error...
+	c, r := dial(t, addr)
+	io.WriteString(c, encode("ECHO", strings.Repeat("x", 20<<10)))
+	if got := readReply(t, r); got != "-ERR Protocol error: invalid bulk length" {
+		t.Fatalf("unauthenticated big bulk: %q", got)
+	}
+	// ...after it, it is an ordinary argument.
+	c2, r2 := dial(t, addr)
+	io.WriteString(c2, encode("AUTH", "pw"))
+	if got := readReply(t, r2); got != "OK" {
+		t.Fatalf("AUTH = %q", got)
+	}
+	io.WriteString(c2, encode("ECHO", strings.Repeat("x", 20<<10)))
+	if got := readReply(t, r2); len(got) != 20<<10 {
+		t.Fatalf("authenticated big bulk: %d bytes", len(got))
+	}
+	// RESET drops authentication and the limits tighten again.
+	io.WriteString(c2, encode("RESET"))
+	if got := readReply(t, r2); got != "RESET" {
+		t.Fatalf("RESET = %q", got)
+	}
+	io.WriteString(c2, "*11\r\n")
+	if got := readReply(t, r2); got != "-ERR Protocol error: invalid multibulk length" {
+		t.Fatalf("after RESET, 11 arguments: %q", got)
+	}
+}
+
+func TestPartialCommandDeadline(t *testing.T) {
+	addr, _ := startServer(t, Config{PartialTimeout: 200 * time.Millisecond})
+	c, r := dial(t, addr)
+	io.WriteString(c, "*2\r\n$4\r\nECHO\r\n")
+	// The connection is closed once the deadline passes with the command
+	// still incomplete; the read below returns then, not at the 10 s dial
+	// deadline.
+	start := time.Now()
+	if _, err := r.ReadByte(); err == nil {
+		t.Fatal("connection with a stalled command still open")
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatal("stalled command not cut off by its deadline")
+	}
+	// An idle connection (nothing partial) is not cut off.
+	c2, r2 := dial(t, addr)
+	io.WriteString(c2, encode("PING"))
+	readReply(t, r2)
+	time.Sleep(400 * time.Millisecond) // longer than PartialTimeout, while idle
+	io.WriteString(c2, encode("PING"))
+	if got := readReply(t, r2); got != "PONG" {
+		t.Fatalf("idle connection after the partial timeout: %q", got)
+	}
+}
+
+func TestProtectedModeDecision(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		want bool
+	}{
+		{"127.0.0.1:5000", true}, {"[::1]:5000", true}, {"10.1.2.3:5000", false}, {"192.168.0.9:1", false},
+	} {
+		a, _ := net.ResolveTCPAddr("tcp", tc.addr)
+		if got := isLoopback(a); got != tc.want {
+			t.Errorf("isLoopback(%s) = %v", tc.addr, got)
+		}
+	}
+}
