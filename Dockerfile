@@ -14,5 +14,9 @@ COPY --from=build --chown=65532:65532 /out/data /data
 USER 65532:65532
 EXPOSE 6379
 VOLUME /data
-ENV RL_ADDR=0.0.0.0:6379 RL_DIR=/data
+# Inside a container the server listens on all interfaces and the port
+# mapping decides who reaches it, so protected mode is off here (as in
+# Redis's official image). Set RL_REQUIREPASS for anything reachable
+# beyond a trusted network.
+ENV RL_ADDR=0.0.0.0:6379 RL_DIR=/data RL_PROTECTED_MODE=false
 ENTRYPOINT ["/usr/local/bin/rlserver"]

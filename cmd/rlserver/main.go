@@ -39,6 +39,8 @@ type options struct {
 	logLevel    string
 	showVersion bool
 	cluster     clusterOptions
+	persist     persistOptions
+	limits      limitOptions
 }
 
 func main() {
@@ -72,7 +74,9 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.requirePass, "requirepass", "", "password clients must give with AUTH or HELLO ... AUTH (empty: none)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+	addLimitFlags(fs, &o.limits)
 	addClusterFlags(fs, &o.cluster)
+	addPersistFlags(fs, &o.persist)
 	fs.Usage = func() {
 		out := fs.Output()
 		fmt.Fprintf(out, "rlserver %s: a rate-limiter server that speaks the Redis protocol.\n\n", version)
@@ -107,7 +111,13 @@ func parseFlags(args []string) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q (see rlserver --help)", fs.Arg(0))
 	}
+	if err := o.limits.check(); err != nil {
+		return o, err
+	}
 	if err := o.cluster.check(); err != nil {
+		return o, err
+	}
+	if err := o.persist.check(); err != nil {
 		return o, err
 	}
 	if o.shards < 1 || o.shards > 4096 {
@@ -173,9 +183,20 @@ func run(o options) error {
 		}
 		backend = node
 	}
+	// Standalone, the state lives in snapshots: loaded here, saved by
+	// snaps until its close below (deferred too, so it runs before the
+	// engine closes on any return).
+	var snaps *snapshots
+	if node == nil {
+		if snaps, err = openSnapshots(o.persist, o.dir, eng, log); err != nil {
+			return err
+		}
+		defer snaps.close()
+		backend = standalone{resp.Standalone{Engine: eng}, snaps}
+	}
 	dir, _ := filepath.Abs(o.dir)
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
-	srv := resp.New(resp.Config{
+	cfg := resp.Config{
 		RequirePass: o.requirePass,
 		Version:     version,
 		Settings: map[string]string{
@@ -185,12 +206,13 @@ func run(o options) error {
 			"databases":   "1",
 			"save":        "",
 			"appendonly":  "no",
-			"maxclients":  "10000",
 			"loglevel":    o.logLevel,
 			"shards":      strconv.Itoa(o.shards),
 			"requirepass": "",
 		},
-	}, backend)
+	}
+	o.limits.apply(&cfg)
+	srv := resp.New(cfg, backend)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -220,6 +242,8 @@ func run(o options) error {
 	case err := <-served:
 		return fmt.Errorf("serving %s: %v", o.addr, err)
 	case <-ctx.Done():
+	case <-snaps.shutdownRequested():
+		log.Info("SHUTDOWN received")
 	}
 	log.Info("shutting down: finishing in-flight commands")
 	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -229,6 +253,9 @@ func run(o options) error {
 	}
 	<-served
 	stopSweep()
+	if err := snaps.close(); err != nil {
+		return fmt.Errorf("final snapshot save failed: %v", err)
+	}
 	if node != nil {
 		if err := node.Close(); err != nil {
 			log.Warn("raft shutdown", "err", err)
