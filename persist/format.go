@@ -83,10 +83,6 @@ const (
 	endTag     = 'E'
 	blockHead  = 1 + 4 + 4 // tag, count, length
 	trailerLen = 1 + 8 + 4
-	// targetPayload is the payload size at which the encoder closes a
-	// block: large enough that the per-block cost (13 bytes, one CRC)
-	// disappears, small enough that a reader holds little.
-	targetPayload = 64 << 10
 	// maxPayload bounds one block, so a damaged length cannot make a
 	// reader allocate much. One record must fit: an RL.LOG record holds at
 	// most engine.MaxLogLimit fields of at most 10 bytes, and keys are far
@@ -96,6 +92,12 @@ const (
 	// kind, n.
 	minRecord = 4
 )
+
+// targetPayload is the payload size at which the encoder closes a block:
+// large enough that the per-block cost (13 bytes, one CRC) disappears,
+// small enough that a reader holds little. Tests lower it to get many
+// blocks in a small file.
+var targetPayload = 64 << 10
 
 // Errors. A damaged snapshot is ErrCorrupt or ErrTruncated; the wrapping
 // error says where.
@@ -337,11 +339,19 @@ func NewDecoder(r io.Reader) (*Decoder, error) {
 	}
 	d := &Decoder{r: br, whole: crc32.New(castagnoli)}
 	hdr := make([]byte, headerLen)
-	if err := d.read(hdr, "header"); err != nil {
-		return nil, err
-	}
-	if string(hdr[:len(magic)]) != magic {
+	// The magic first, so a file that is something else says so even
+	// when it is short.
+	n, _ := io.ReadFull(d.r, hdr[:len(magic)])
+	d.whole.Write(hdr[:n])
+	d.off += int64(n)
+	if string(hdr[:n]) != magic[:n] {
 		return nil, fmt.Errorf("%w: not an rlserver snapshot (bad magic)", ErrCorrupt)
+	}
+	if n < len(magic) {
+		return nil, fmt.Errorf("%w: the file ends at byte %d, inside the header", ErrTruncated, n)
+	}
+	if err := d.read(hdr[len(magic):], "header"); err != nil {
+		return nil, err
 	}
 	p := hdr[len(magic):]
 	v, notV := binary.BigEndian.Uint16(p), binary.BigEndian.Uint16(p[2:])
@@ -571,11 +581,16 @@ func (d *Decoder) Count() uint64 { return d.count }
 // Decode reads a whole snapshot. It returns the records only when the
 // whole stream checked out: on an error, no records.
 func Decode(r io.Reader) (Header, []engine.Record, error) {
+	return decode(r, 0)
+}
+
+// decode is Decode with room for sizeHint records made at once.
+func decode(r io.Reader, sizeHint int) (Header, []engine.Record, error) {
 	d, err := NewDecoder(r)
 	if err != nil {
 		return Header{}, nil, err
 	}
-	var recs []engine.Record
+	recs := make([]engine.Record, 0, sizeHint)
 	for {
 		rec, err := d.Next()
 		if err == io.EOF {

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/persist"
+	"github.com/rlserver/rlserver/resp"
+)
+
+// Standalone snapshots: flags, loading at start, and the backend that
+// gives the persistence commands their saver.
+type persistOptions struct {
+	saveInterval   time.Duration
+	discardCorrupt bool
+}
+
+func addPersistFlags(fs *flag.FlagSet, p *persistOptions) {
+	fs.DurationVar(&p.saveInterval, "save-interval", time.Second, "standalone: time between snapshot saves while the state changes (0: only on SAVE, BGSAVE and shutdown)")
+	fs.BoolVar(&p.discardCorrupt, "discard-corrupt-snapshot", false, "standalone: when the snapshot is corrupt or truncated, move it aside (renamed with a .corrupt-<time> suffix) and start empty instead of refusing to start")
+}
+
+func (p *persistOptions) check() error {
+	if p.saveInterval < 0 {
+		return fmt.Errorf("invalid value %v for --save-interval: must be 0 (off) or positive", p.saveInterval)
+	}
+	return nil
+}
+
+// crashEnv names a test-only environment variable: when it is "1", the
+// process kills itself (SIGKILL) during its first save, after the new
+// snapshot is written and synced to its temporary file and before the
+// rename, as a crash mid-save would.
+const crashEnv = "RLSERVER_TEST_CRASH_BEFORE_RENAME"
+
+// openSnapshots loads the snapshot in dir into eng and starts saving.
+func openSnapshots(o persistOptions, dir string, eng *engine.Engine, log *slog.Logger) (*snapshots, error) {
+	store, err := persist.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("data folder %s: %v", dir, err)
+	}
+	if os.Getenv(crashEnv) == "1" {
+		store.BeforeRename = func(string) { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+	}
+	st, err := store.Load(context.Background(), eng, time.Now().UnixNano())
+	switch {
+	case err == nil:
+		if st.Found {
+			log.Info("snapshot loaded", "file", store.Path(), "keys", st.Records, "bytes", st.Bytes, "duration", st.Duration)
+		}
+	case errors.Is(err, persist.ErrNewerVersion):
+		return nil, fmt.Errorf("%v; the file is left as it is: run a newer rlserver", err)
+	case errors.Is(err, persist.ErrCorrupt) || errors.Is(err, persist.ErrTruncated):
+		if !o.discardCorrupt {
+			return nil, fmt.Errorf("%v; the file is left as it is (--discard-corrupt-snapshot moves it aside and starts empty)", err)
+		}
+		moved, merr := store.MoveAside(time.Now())
+		if merr != nil {
+			return nil, fmt.Errorf("%v; moving it aside failed: %v", err, merr)
+		}
+		log.Warn("snapshot damaged: moved aside, starting empty", "err", err, "moved_to", moved)
+	default:
+		return nil, fmt.Errorf("loading snapshot: %v", err)
+	}
+	return &snapshots{saver: persist.NewSaver(store, eng, o.saveInterval, log), file: store.Path(), loaded: st.Records}, nil
+}
+
+// snapshots is the standalone saver as resp.Persistence.
+type snapshots struct {
+	saver  *persist.Saver
+	file   string
+	loaded int
+}
+
+func (p *snapshots) Save(ctx context.Context) error { return p.saver.Save(ctx) }
+func (p *snapshots) BackgroundSave() bool           { return p.saver.BackgroundSave() }
+func (p *snapshots) LastSave() time.Time            { return p.saver.LastSave() }
+func (p *snapshots) Shutdown(ctx context.Context, save bool) error {
+	return p.saver.Shutdown(ctx, save)
+}
+
+func (p *snapshots) PersistenceStatus() resp.PersistenceStatus {
+	st := p.saver.Status()
+	return resp.PersistenceStatus{
+		File:           p.file,
+		Interval:       st.Interval,
+		Changes:        st.Changes,
+		InProgress:     st.InProgress,
+		BgStarted:      st.BgStarted,
+		LastSave:       st.LastSave,
+		LastOK:         st.LastOK,
+		LastBgDuration: st.LastBgDuration,
+		LastDuration:   st.LastDuration,
+		LastBytes:      st.LastBytes,
+		LastKeys:       st.LastKeys,
+		Saves:          st.Saves,
+		Failures:       st.Failures,
+		LoadedKeys:     p.loaded,
+	}
+}
+
+// shutdownRequested is closed by SHUTDOWN; nil (never ready) without
+// snapshots.
+func (p *snapshots) shutdownRequested() <-chan struct{} {
+	if p == nil {
+		return nil
+	}
+	return p.saver.ShutdownRequested()
+}
+
+// close makes the last save; see persist.Saver.Close.
+func (p *snapshots) close() error {
+	if p == nil {
+		return nil
+	}
+	return p.saver.Close(context.Background())
+}
+
+// standalone is the backend of a server running alone with snapshots.
+type standalone struct {
+	resp.Standalone
+	*snapshots
+}

@@ -1,0 +1,280 @@
+package persist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rlserver/rlserver/engine"
+)
+
+// Source is the state a Saver snapshots: *engine.Engine.
+type Source interface {
+	// Export copies every live record at nowNanos in bounded steps and
+	// returns the state's clock (see engine.Engine.Export).
+	Export(ctx context.Context, nowNanos int64, fn func(engine.Record) error) (clockNanos int64, err error)
+	// Changes counts the writes so far; equal counts mean nothing changed.
+	Changes() uint64
+}
+
+// Saver saves a Source to a Store: periodically while the state changes,
+// on demand (SAVE, BGSAVE), and once more at Close. One save runs at a
+// time. Its methods are safe for concurrent use.
+type Saver struct {
+	store    *Store
+	src      Source
+	interval time.Duration
+	log      *slog.Logger
+	now      func() int64 // ns since the epoch: the wall clock; tests fix it
+
+	saving sync.Mutex // held for the whole of a save
+	closed bool       // guarded by saving: Close ran, the source may be gone
+	bg     atomic.Bool
+
+	mu         sync.Mutex // guards the fields below
+	st         Status
+	savedAt    uint64 // Changes() when the last successful save started
+	sizes      sizes  // of the last capture: room to make in the next
+	bgStart    time.Time
+	noFinal    bool // SHUTDOWN NOSAVE
+	lastLogged time.Time
+
+	closeOnce sync.Once
+	closeErr  error
+	stop      chan struct{} // closed by Close: the periodic loop ends
+	loopDone  chan struct{}
+	shutOnce  sync.Once
+	shutdown  chan struct{} // closed by Shutdown
+}
+
+// Status is what INFO persistence reports.
+type Status struct {
+	LastSave       time.Time     // last successful save; the start-up time before the first
+	LastOK         bool          // the last save (of any kind) succeeded
+	LastDuration   time.Duration // of the last successful save
+	LastCapture    time.Duration // of its copy and sort (the rest is writing)
+	LastBytes      int64         // file size of the last successful save
+	LastKeys       int           // records in the last successful save
+	LastBgDuration time.Duration // of the last background save, -1 before the first
+	Saves          int64         // successful saves since start
+	Failures       int64         // failed saves since start
+	Changes        uint64        // writes since the last successful save started
+	InProgress     bool          // a background (BGSAVE or periodic) save is running
+	BgStarted      time.Time     // when the running background save started
+	Interval       time.Duration // between periodic saves; 0: off
+}
+
+// NewSaver returns a saver of src to store, whose state is taken as saved
+// now (what was loaded at start-up, or nothing). With interval > 0 it saves
+// every interval while anything changed, until Close.
+func NewSaver(store *Store, src Source, interval time.Duration, log *slog.Logger) *Saver {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Saver{
+		store: store, src: src, interval: interval, log: log,
+		now:      func() int64 { return time.Now().UnixNano() },
+		savedAt:  src.Changes(),
+		stop:     make(chan struct{}),
+		loopDone: make(chan struct{}),
+		shutdown: make(chan struct{}),
+	}
+	s.st = Status{LastSave: time.Now(), LastOK: true, LastBgDuration: -1, Interval: interval}
+	if interval > 0 {
+		go s.loop()
+	} else {
+		close(s.loopDone)
+	}
+	return s
+}
+
+func (s *Saver) loop() {
+	defer close(s.loopDone)
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		if s.dirty() && s.saving.TryLock() {
+			s.background()
+		}
+	}
+}
+
+// dirty reports whether anything changed since the last successful save
+// started.
+func (s *Saver) dirty() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.src.Changes() != s.savedAt
+}
+
+// Save writes a snapshot of the state as it is now and returns when it is
+// durable. A save already running is waited for first, since it may have
+// copied the state before the call.
+func (s *Saver) Save(ctx context.Context) error {
+	s.saving.Lock()
+	defer s.saving.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return s.save(ctx, false)
+}
+
+// ErrClosed means the Saver was closed.
+var ErrClosed = errors.New("snapshot saver closed")
+
+// BackgroundSave starts a save and returns at once; it reports false, and
+// starts nothing, when a save is already running.
+func (s *Saver) BackgroundSave() bool {
+	if !s.saving.TryLock() {
+		return false
+	}
+	if s.closed {
+		s.saving.Unlock()
+		return false
+	}
+	s.bg.Store(true) // before returning, so INFO shows it at once
+	s.mu.Lock()
+	s.bgStart = time.Now()
+	s.mu.Unlock()
+	go s.background()
+	return true
+}
+
+// background runs a save with s.saving held, and releases it.
+func (s *Saver) background() {
+	defer s.saving.Unlock()
+	start := time.Now()
+	if !s.bg.Swap(true) {
+		s.mu.Lock()
+		s.bgStart = start
+		s.mu.Unlock()
+	}
+	s.save(context.Background(), true)
+	s.mu.Lock()
+	s.st.LastBgDuration = time.Since(start)
+	s.mu.Unlock()
+	s.bg.Store(false)
+}
+
+// save captures and writes a snapshot; the caller holds s.saving.
+func (s *Saver) save(ctx context.Context, bg bool) error {
+	start := time.Now()
+	base := s.src.Changes()
+	s.mu.Lock()
+	hint := s.sizes
+	s.mu.Unlock()
+	c, h, err := captureState(ctx, s.src, s.now(), hint)
+	captured := time.Since(start)
+	var size int64
+	if err == nil {
+		size, err = s.store.write(h, func(e *Encoder) error {
+			for i := range c.ents {
+				if err := e.Write(c.record(i)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.st.LastOK = false
+		s.st.Failures++
+		// A failing disk fails every second: log the first failure and
+		// then at most once a minute.
+		if time.Since(s.lastLogged) >= time.Minute || s.st.Failures == 1 {
+			s.lastLogged = time.Now()
+			s.log.Error("snapshot save failed", "file", s.store.Path(), "err", err, "failures", s.st.Failures)
+		}
+		return fmt.Errorf("saving %s: %w", s.store.Path(), err)
+	}
+	if !s.st.LastOK {
+		s.log.Info("snapshot saves work again", "file", s.store.Path())
+	}
+	s.savedAt = base
+	s.st.LastOK = true
+	s.st.LastSave = time.Now()
+	s.st.LastDuration = time.Since(start)
+	s.st.LastCapture = captured
+	s.st.LastBytes = size
+	s.st.LastKeys = len(c.ents)
+	s.sizes = c.sizes()
+	s.st.Saves++
+	s.log.Debug("snapshot saved", "file", s.store.Path(), "keys", len(c.ents), "bytes", size, "duration", s.st.LastDuration, "background", bg)
+	return nil
+}
+
+// Status reports the saves so far.
+func (s *Saver) Status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.st
+	st.Changes = s.src.Changes() - s.savedAt
+	st.InProgress = s.bg.Load()
+	if st.InProgress {
+		st.BgStarted = s.bgStart
+	}
+	return st
+}
+
+// LastSave is the time of the last successful save (the start-up time
+// before the first, as Redis's LASTSAVE).
+func (s *Saver) LastSave() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.LastSave
+}
+
+// ErrShutdownSave means SHUTDOWN's save failed: the server keeps running.
+var ErrShutdownSave = errors.New("save before shutdown failed")
+
+// Shutdown is SHUTDOWN: with save, it saves now and fails (stopping
+// nothing) if that fails; without, Close will not save either. Then it
+// closes ShutdownRequested, which tells the process to stop gracefully.
+func (s *Saver) Shutdown(ctx context.Context, save bool) error {
+	if save {
+		if err := s.Save(ctx); err != nil {
+			return fmt.Errorf("%w: %w", ErrShutdownSave, err)
+		}
+	} else {
+		s.mu.Lock()
+		s.noFinal = true
+		s.mu.Unlock()
+	}
+	s.shutOnce.Do(func() { close(s.shutdown) })
+	return nil
+}
+
+// ShutdownRequested is closed once SHUTDOWN succeeded.
+func (s *Saver) ShutdownRequested() <-chan struct{} { return s.shutdown }
+
+// Close stops the periodic saves, waits for a running save, and saves a
+// last time when anything changed since the last save (unless SHUTDOWN
+// NOSAVE asked not to). Call it once the server accepts no more commands
+// and before the engine closes. Later calls return the first one's result.
+func (s *Saver) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		<-s.loopDone
+		s.saving.Lock()
+		defer s.saving.Unlock()
+		s.closed = true
+		s.mu.Lock()
+		skip := s.noFinal || s.src.Changes() == s.savedAt
+		s.mu.Unlock()
+		if !skip {
+			s.closeErr = s.save(ctx, false)
+		}
+	})
+	return s.closeErr
+}
