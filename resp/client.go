@@ -14,13 +14,14 @@ import (
 // connection's own goroutine, except the ones under mu, which CLIENT LIST
 // reads from other connections.
 type client struct {
-	id      int64
-	addr    string
-	laddr   string
-	created time.Time
-	rep     replier
-	authed  bool
-	lower   []byte // scratch for the lower-cased command name
+	id         int64
+	addr       string
+	laddr      string
+	created    time.Time
+	rep        replier
+	user       *aclUser // nil until authenticated (set with Server.setUser)
+	lower      []byte   // scratch for the lower-cased command name
+	lastLookup *command // the command last looked up by name
 
 	// The pending batch: engine requests gathered from a pipeline, and the
 	// commands whose replies wait for them, in arrival order.
@@ -28,13 +29,14 @@ type client struct {
 	res     []engine.Result
 	pending []pendingReply
 
-	mu      sync.Mutex
-	name    string
-	libName string
-	libVer  string
-	lastCmd string
-	lastAt  time.Time
-	resp    int
+	mu       sync.Mutex
+	userName string // user's name for CLIENT LIST ("default" when none)
+	name     string
+	libName  string
+	libVer   string
+	lastCmd  string
+	lastAt   time.Time
+	resp     int
 }
 
 // pendingReply is a command of the pending batch: its requests are
@@ -47,7 +49,7 @@ type pendingReply struct {
 }
 
 func newClient(id int64, conn redcon.Conn) *client {
-	c := &client{id: id, addr: conn.RemoteAddr(), created: time.Now(), resp: 2}
+	c := &client{id: id, addr: conn.RemoteAddr(), created: time.Now(), resp: 2, userName: "default"}
 	if nc := conn.NetConn(); nc != nil {
 		c.laddr = nc.LocalAddr().String()
 	}
@@ -77,7 +79,7 @@ func (c *client) info(now time.Time) string {
 	b.WriteString(" idle=" + strconv.FormatInt(int64(now.Sub(c.lastAt)/time.Second), 10))
 	b.WriteString(" flags=N db=0 sub=0 psub=0 ssub=0 multi=-1")
 	b.WriteString(" cmd=" + c.lastCmd)
-	b.WriteString(" user=default")
+	b.WriteString(" user=" + c.userName)
 	b.WriteString(" lib-name=" + c.libName)
 	b.WriteString(" lib-ver=" + c.libVer)
 	b.WriteString(" resp=" + strconv.Itoa(c.resp))

@@ -31,18 +31,23 @@ type Backend interface {
 
 // Config is the edge's configuration.
 type Config struct {
+	// RequirePass is the default user's password when ACL is nil.
 	RequirePass string
-	Guard       GuardLimits // framing limits once authenticated (or with no password)
-	// PreAuthGuard are the tighter framing limits before AUTH when a
-	// password is set (default: 10 arguments, 16 KiB bulks, 4 KiB inline).
+	// ACL holds the users (ParseACL); nil: DefaultACL(RequirePass).
+	ACL   *ACL
+	Guard GuardLimits // framing limits once authenticated (or with no password)
+	// PreAuthGuard are the tighter framing limits before AUTH when the
+	// default user needs a password or is off (default: 10 arguments,
+	// 16 KiB bulks, 4 KiB inline).
 	PreAuthGuard GuardLimits
 	MaxClients   int // connections served at once (default 10000); the next is refused
 	MaxKeyLen    int // longest key accepted, bytes (default 16 KiB)
 	// PartialTimeout bounds how long a command may take to arrive once its
 	// first bytes have (default 30s; negative: no limit).
 	PartialTimeout time.Duration
-	// ProtectedMode refuses clients from other hosts while no password is
-	// set, as Redis does (the listener on a non-loopback address).
+	// ProtectedMode refuses clients from other hosts while the default
+	// user is on with no password, as Redis does (the listener on a
+	// non-loopback address).
 	ProtectedMode bool
 	Version       string            // rlserver's version, reported by INFO and HELLO
 	Settings      map[string]string // CONFIG GET answers: setting name -> value
@@ -55,23 +60,27 @@ type Stats struct {
 	Allowed             atomic.Int64
 	Denied              atomic.Int64
 	ErrorReplies        atomic.Int64
-	AuthFailures        atomic.Int64
+	AuthFailures        atomic.Int64 // failed AUTH and HELLO ... AUTH
+	ACLDeniedCmd        atomic.Int64 // commands refused: the user may not run them
+	ACLDeniedKey        atomic.Int64 // commands refused: a key outside the user's patterns
 	RejectedConnections atomic.Int64
 }
 
 // Server serves the Redis protocol on one listener.
 type Server struct {
-	cfg     Config
-	backend Backend
-	started time.Time
-	Stats   Stats
+	cfg      Config
+	backend  Backend
+	acl      *ACL
+	openAuth bool // connections start as the default user (on, nopass)
+	started  time.Time
+	Stats    Stats
 
 	nextID atomic.Int64
 
 	mu      sync.Mutex
 	clients map[int64]*client
 	conns   map[*conn]struct{}
-	ln      net.Listener
+	lns     []net.Listener // every listener Serve was given, closed by Shutdown
 	closing bool
 	wg      sync.WaitGroup // one per connection goroutine
 	stop    atomic.Bool    // set when Shutdown begins; connections stop reading
@@ -97,24 +106,31 @@ func New(cfg Config, backend Backend) *Server {
 	case cfg.PartialTimeout < 0:
 		cfg.PartialTimeout = 0
 	}
+	if cfg.ACL == nil {
+		cfg.ACL = DefaultACL(cfg.RequirePass)
+	}
 	return &Server{
-		cfg:     cfg,
-		backend: backend,
-		started: time.Now(),
-		clients: make(map[int64]*client),
-		conns:   make(map[*conn]struct{}),
+		cfg:      cfg,
+		backend:  backend,
+		acl:      cfg.ACL,
+		openAuth: cfg.ACL.open(),
+		started:  time.Now(),
+		clients:  make(map[int64]*client),
+		conns:    make(map[*conn]struct{}),
 	}
 }
 
 // Serve answers connections on ln until Shutdown. It returns nil after a
-// Shutdown.
+// Shutdown. It may run on several listeners at once (plain TCP and TLS:
+// pass tls.NewListener(ln, cfg), and the guard sees the TLS connections'
+// plaintext).
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
 		return errors.New("server is shut down")
 	}
-	s.ln = ln
+	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
 	gl := GuardListener(ln, s.cfg.Guard)
 	for {
@@ -132,15 +148,15 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			return err
 		}
-		if s.cfg.ProtectedMode && s.cfg.RequirePass == "" && !isLoopback(nc.RemoteAddr()) {
+		if s.cfg.ProtectedMode && s.openAuth && !isLoopback(nc.RemoteAddr()) {
 			s.Stats.RejectedConnections.Add(1)
-			refuse(nc, errProtected)
+			refuseAsync(nc, errProtected)
 			continue
 		}
 		c := newConn(nc, maxQueryBuffer)
 		c.partialTimeout = s.cfg.PartialTimeout
 		c.stopping = &s.stop
-		if g, ok := nc.(*guardConn); ok && s.cfg.RequirePass != "" {
+		if g, ok := nc.(*guardConn); ok && !s.openAuth {
 			g.restrict(s.cfg.PreAuthGuard)
 		}
 		s.mu.Lock()
@@ -152,7 +168,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		if len(s.conns) >= s.cfg.MaxClients {
 			s.mu.Unlock()
 			s.Stats.RejectedConnections.Add(1)
-			refuse(nc, "ERR max number of clients reached")
+			refuseAsync(nc, "ERR max number of clients reached")
 			continue
 		}
 		s.conns[c] = struct{}{}
@@ -172,8 +188,15 @@ const maxQueryBuffer = 64 << 20
 func (s *Server) serveConn(c *conn) {
 	defer s.wg.Done()
 	s.Stats.ConnectionsReceived.Add(1)
+	if !s.handshake(c) {
+		c.nc.Close()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		return
+	}
 	cl := newClient(s.nextID.Add(1), c)
-	cl.authed = s.cfg.RequirePass == ""
+	cl.user = s.initialUser()
 	s.mu.Lock()
 	s.clients[cl.id] = cl
 	s.mu.Unlock()
@@ -203,14 +226,14 @@ func (s *Server) serveConn(c *conn) {
 	}
 }
 
-// Addr is the listener's address, once Serve has started.
+// Addr is the first listener's address, once Serve has started.
 func (s *Server) Addr() net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ln == nil {
+	if len(s.lns) == 0 {
 		return nil
 	}
-	return s.ln.Addr()
+	return s.lns[0].Addr()
 }
 
 // Shutdown stops accepting connections, lets every connection finish the
@@ -224,8 +247,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.closing = true
 	s.stop.Store(true)
-	if s.ln != nil {
-		s.ln.Close()
+	for _, ln := range s.lns {
+		ln.Close()
 	}
 	// A read deadline in the past makes each connection's next read fail
 	// once it has answered what it already read.
@@ -291,8 +314,14 @@ const (
 // process runs one command: a limiter command joins the pending batch;
 // any other first flushes the batch (keeping replies in order) and runs.
 func (s *Server) process(c *client, args [][]byte) outcome {
-	c.lower = appendLower(c.lower[:0], args[0])
-	cmd := lookup(c.lower)
+	// Pipelines repeat one command: compare with the last one before
+	// hashing the name into the table.
+	cmd := c.lastLookup
+	if cmd == nil || !equalFold(args[0], cmd.name) {
+		c.lower = appendLower(c.lower[:0], args[0])
+		cmd = lookup(c.lower)
+		c.lastLookup = cmd
+	}
 	if cmd == nil {
 		s.reply(c, unknownCommand(args))
 		return cmdOK
@@ -301,9 +330,16 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 		s.reply(c, wrongArity(cmd.name))
 		return cmdOK
 	}
-	if !c.authed && !cmd.noAuth {
-		s.reply(c, errNoAuth)
-		return cmdOK
+	if !cmd.noAuth {
+		u := c.user
+		if u == nil {
+			s.reply(c, errNoAuth)
+			return cmdOK
+		}
+		if text := s.checkACL(c, u, cmd, args); text != "" {
+			s.reply(c, text)
+			return cmdOK
+		}
 	}
 	if cmd.firstKey > 0 {
 		if text := s.checkKeys(cmd, args); text != "" {
@@ -344,9 +380,10 @@ func (s *Server) checkKeys(cmd *command, args [][]byte) string {
 }
 
 // refuse answers a connection it will not serve with one error line and
-// closes it.
+// closes it. The deadline covers reads too: on a TLS connection the write
+// first runs the handshake.
 func refuse(nc net.Conn, text string) {
-	nc.SetWriteDeadline(time.Now().Add(time.Second))
+	nc.SetDeadline(time.Now().Add(time.Second))
 	io.WriteString(nc, "-"+text+"\r\n")
 	nc.Close()
 }
@@ -435,11 +472,28 @@ func appendLower(dst, src []byte) []byte {
 	return dst
 }
 
-// setAuthed records whether c is authenticated and gives its byte stream
-// the matching framing limits.
-func (s *Server) setAuthed(c *client, authed bool) {
-	c.authed = authed
-	if s.cfg.RequirePass == "" {
+// initialUser is the user of a new (or RESET) connection: the default
+// user when it is on with no password, else none (AUTH first).
+func (s *Server) initialUser() *aclUser {
+	if s.openAuth {
+		return s.acl.defaultUser()
+	}
+	return nil
+}
+
+// setUser makes u (nil: none, unauthenticated) the connection's user and
+// gives its byte stream the matching framing limits.
+func (s *Server) setUser(c *client, u *aclUser) {
+	c.user = u
+	name := "default"
+	if u != nil {
+		name = u.name
+	}
+	c.mu.Lock()
+	c.userName = name
+	c.mu.Unlock()
+	authed := u != nil
+	if s.openAuth {
 		return
 	}
 	cn, ok := c.rep.conn.(*conn)
