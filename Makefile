@@ -38,3 +38,10 @@ lint:
 
 clean:
 	rm -rf bin
+
+# Side-by-side benchmark against redis-server running the token-bucket Lua
+# script (needs redis-server and redis-benchmark; Linux): builds rlserver
+# into a temporary folder, prints one table with the ratios. A few minutes.
+.PHONY: bench-compare
+bench-compare:
+	GO="$(GO)" bash bench/compare.sh

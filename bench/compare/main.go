@@ -1,0 +1,666 @@
+// Command compare measures rlserver against Redis running the token-bucket
+// Lua script teams use today, side by side on one machine, and prints one
+// table with the ratios. bench/compare.sh (make bench-compare) builds
+// rlserver and runs it; run it by hand as
+//
+//	go build -o /tmp/rlserver ./cmd/rlserver
+//	go run ./bench/compare -rlserver /tmp/rlserver
+//
+// It starts redis-server (no persistence) with bench/lua/token_bucket.lua
+// loaded by SCRIPT LOAD and rlserver (no periodic snapshots), both on free
+// loopback ports with temporary data folders, then:
+//
+//  1. Throughput and latency: the same redis-benchmark cases against both,
+//     interleaved (one case on rlserver, the same case on Redis, next case):
+//     PING, RL.ALLOW on random keys against EVALSHA on the same keys, and
+//     both on one hot key, at -P 1 and -P 32. Each case gets a short
+//     warm-up run, whose rate sizes the measured run (-n) to about -seconds,
+//     so both servers are measured for about the same time.
+//  2. Memory: fresh processes, baseline RSS, -mem-keys token-bucket keys of
+//     21 bytes loaded through pipelines, RSS again (INFO used_memory_rss for
+//     Redis, VmRSS for rlserver); the growth divided by the key count.
+//
+// Every process it starts is stopped on every exit path (and killed by the
+// kernel if compare itself dies). Linux only: it reads /proc.
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha1"
+	"encoding/csv"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	rlserver, redisServer, redisBenchmark, script string
+	clients, keyspace                             int
+	seconds                                       float64
+	capacity, rate                                string
+	memKeys                                       int
+	timeout                                       time.Duration
+}
+
+func main() {
+	var cfg config
+	flag.StringVar(&cfg.rlserver, "rlserver", "", "path to a built rlserver binary (required)")
+	flag.StringVar(&cfg.redisServer, "redis-server", "redis-server", "redis-server binary")
+	flag.StringVar(&cfg.redisBenchmark, "redis-benchmark", "redis-benchmark", "redis-benchmark binary")
+	flag.StringVar(&cfg.script, "script", "bench/lua/token_bucket.lua", "token-bucket Lua script for Redis")
+	flag.IntVar(&cfg.clients, "clients", 50, "redis-benchmark connections (-c)")
+	flag.IntVar(&cfg.keyspace, "keyspace", 100_000, "random keys (redis-benchmark -r)")
+	flag.Float64Var(&cfg.seconds, "seconds", 4, "target length of each measured run, in seconds")
+	flag.StringVar(&cfg.capacity, "capacity", "100", "bucket capacity in the benchmark cases")
+	flag.StringVar(&cfg.rate, "rate", "0.01", "refill rate (tokens/s) in the benchmark cases: low, so every key stays live between calls on both servers")
+	flag.IntVar(&cfg.memKeys, "mem-keys", 1_000_000, "keys for the memory measurement (0: skip it)")
+	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "limit for the whole run")
+	flag.Parse()
+	if cfg.rlserver == "" || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: compare -rlserver PATH [flags] (see -help)")
+		os.Exit(2)
+	}
+	if cfg.seconds <= 0 || cfg.seconds > 60 || cfg.clients < 1 || cfg.keyspace < 1 || cfg.memKeys < 0 || cfg.memKeys > 20_000_000 {
+		fmt.Fprintln(os.Stderr, "compare: -seconds must be in (0, 60], -clients and -keyspace >= 1, -mem-keys in [0, 20000000]")
+		os.Exit(2)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	err := run(ctx, cfg)
+	cancel()
+	stop()
+	stopAll()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(1)
+	}
+}
+
+// result is one redis-benchmark run: requests per second and latencies in
+// milliseconds, as its --csv output reports them.
+type result struct {
+	rps, p50, p99 float64
+}
+
+// benchCase is one row group: the same load expressed for each server.
+type benchCase struct {
+	name      string
+	pipeline  int
+	rl, redis []string
+}
+
+func run(ctx context.Context, cfg config) error {
+	for _, bin := range []*string{&cfg.rlserver, &cfg.redisServer, &cfg.redisBenchmark} {
+		p, err := exec.LookPath(*bin)
+		if err != nil {
+			return fmt.Errorf("%s not found (Debian/Ubuntu: apt-get install redis-server redis-tools): %v", *bin, err)
+		}
+		*bin = p
+	}
+	scriptText, err := os.ReadFile(cfg.script)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "rl-bench-compare-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	machine := describeMachine(cfg)
+	loadStart := loadAvg()
+
+	// Phase 1: throughput and latency.
+	rl, redis, sha, err := startBoth(cfg, tmp, "run", string(scriptText))
+	if err != nil {
+		return err
+	}
+	if err := sanity(rl, redis, sha); err != nil {
+		return err
+	}
+	var cases []benchCase
+	for _, p := range []int{1, 32} {
+		cases = append(cases,
+			benchCase{"PING", p, []string{"PING"}, []string{"PING"}},
+			benchCase{"RL.ALLOW, random keys", p,
+				[]string{"RL.ALLOW", "key:__rand_int__", cfg.capacity, cfg.rate, "1"},
+				[]string{"EVALSHA", sha, "1", "key:__rand_int__", cfg.capacity, cfg.rate, "1"}},
+			benchCase{"RL.ALLOW, one hot key", p,
+				[]string{"RL.ALLOW", "bench:hot", cfg.capacity, cfg.rate, "1"},
+				[]string{"EVALSHA", sha, "1", "bench:hot", cfg.capacity, cfg.rate, "1"}},
+		)
+	}
+	results := make([][2]result, len(cases))
+	for i, c := range cases {
+		for j, target := range []struct {
+			srv  *server
+			args []string
+		}{{rl, c.rl}, {redis, c.redis}} {
+			fmt.Fprintf(os.Stderr, "compare: %-22s -P %-2d on %-8s ", c.name, c.pipeline, target.srv.name)
+			r, n, err := benchmark(ctx, cfg, target.srv, c.pipeline, target.args)
+			if err != nil {
+				fmt.Fprintln(os.Stderr)
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "%10.0f req/s  p50 %.3f ms  p99 %.3f ms  (-n %d)\n", r.rps, r.p50, r.p99, n)
+			results[i][j] = r
+		}
+	}
+	rl.stop()
+	redis.stop()
+
+	// Phase 2: memory per key, on fresh processes.
+	var mem *memResult
+	if cfg.memKeys > 0 {
+		rl, redis, sha, err = startBoth(cfg, tmp, "mem", string(scriptText))
+		if err != nil {
+			return err
+		}
+		mem, err = measureMemory(ctx, cfg, rl, redis, sha)
+		if err != nil {
+			return err
+		}
+		rl.stop()
+		redis.stop()
+	}
+
+	printReport(cfg, machine, loadStart, loadAvg(), cases, results, mem, sha)
+	return nil
+}
+
+// startBoth starts redis-server with the script loaded and rlserver, each on
+// a free loopback port with a data folder under tmp.
+func startBoth(cfg config, tmp, phase, script string) (rl, redis *server, sha string, err error) {
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	redisDir := filepath.Join(tmp, phase+"-redis")
+	rlDir := filepath.Join(tmp, phase+"-rlserver")
+	for _, d := range []string{redisDir, rlDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, nil, "", err
+		}
+	}
+	redisAddr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	redis, err = start("redis", redisAddr, redisDir, cfg.redisServer,
+		"--bind", "127.0.0.1", "--port", strconv.Itoa(ports[0]), "--dir", redisDir,
+		"--save", "", "--appendonly", "no", "--daemonize", "no",
+		"--protected-mode", "yes", "--logfile", "")
+	if err != nil {
+		return nil, nil, "", err
+	}
+	c, err := dial(redisAddr, 5*time.Second)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	reply, err := c.do("SCRIPT", "LOAD", script)
+	c.close()
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("SCRIPT LOAD: %v", err)
+	}
+	sha, _ = reply.(string)
+	sum := sha1.Sum([]byte(script))
+	if sha != hex.EncodeToString(sum[:]) {
+		return nil, nil, "", fmt.Errorf("SCRIPT LOAD answered %v, want the script's SHA1 %x", reply, sum)
+	}
+
+	rlArgs := []string{"--addr", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--dir", rlDir, "--log-level", "warn"}
+	// Redis runs without persistence; so does rlserver, where it has the
+	// flag (it still saves once at shutdown, outside the measurements).
+	if help, _ := exec.Command(cfg.rlserver, "--help").CombinedOutput(); strings.Contains(string(help), "-save-interval") {
+		rlArgs = append(rlArgs, "--save-interval", "0")
+	}
+	rl, err = start("rlserver", rlArgs[1], rlDir, cfg.rlserver, rlArgs...)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return rl, redis, sha, nil
+}
+
+// sanity checks that both servers answer the benchmarked call with a
+// four-element reply whose first element is 1 (allowed), so the benchmark
+// does not measure error replies.
+func sanity(rl, redis *server, sha string) error {
+	for _, t := range []struct {
+		srv  *server
+		args []string
+	}{
+		{rl, []string{"RL.ALLOW", "bench:sanity", "10", "1", "1"}},
+		{redis, []string{"EVALSHA", sha, "1", "bench:sanity", "10", "1", "1"}},
+	} {
+		c, err := dial(t.srv.addr, 5*time.Second)
+		if err != nil {
+			return err
+		}
+		reply, err := c.do(t.args...)
+		c.close()
+		a, ok := reply.([]any)
+		if err != nil || !ok || len(a) != 4 || a[0] != int64(1) || a[1] != int64(9) {
+			return fmt.Errorf("%s: %s answered %v (%v), want [1 9 0 ...]", t.srv.name, t.args[0], reply, err)
+		}
+	}
+	return nil
+}
+
+// benchmark runs one case on one server: a warm-up run, then a run sized to
+// about cfg.seconds at the warm-up's rate. It returns the measured run and
+// its request count.
+func benchmark(ctx context.Context, cfg config, srv *server, pipeline int, cmd []string) (result, int, error) {
+	warm := 20_000
+	if pipeline > 1 {
+		warm = 200_000
+	}
+	w, err := redisBenchmark(ctx, cfg, srv, pipeline, warm, cmd)
+	if err != nil {
+		return result{}, 0, err
+	}
+	n := int(w.rps * cfg.seconds)
+	n = max(warm, min(n, 20_000_000))
+	n = (n + 999) / 1000 * 1000
+	r, err := redisBenchmark(ctx, cfg, srv, pipeline, n, cmd)
+	return r, n, err
+}
+
+// redisBenchmark runs redis-benchmark once and parses its --csv output:
+// a header line, then "test","rps","avg_latency_ms","min_latency_ms",
+// "p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms".
+func redisBenchmark(ctx context.Context, cfg config, srv *server, pipeline, n int, cmd []string) (result, error) {
+	if err := srv.alive(); err != nil {
+		return result{}, err
+	}
+	host, port, _ := strings.Cut(srv.addr, ":")
+	args := []string{"-h", host, "-p", port, "-c", strconv.Itoa(cfg.clients), "-n", strconv.Itoa(n),
+		"-P", strconv.Itoa(pipeline), "-r", strconv.Itoa(cfg.keyspace), "--csv"}
+	args = append(args, cmd...)
+	// The slowest expected case (Redis + Lua unpipelined) runs at tens of
+	// thousands of requests per second; a run far below that is a failure.
+	// (The whole run is bounded by -timeout as well.)
+	limit := min(60*time.Second+time.Duration(n/20_000)*time.Second, 3*time.Minute)
+	out, err := runTool(ctx, limit, cfg.redisBenchmark, args...)
+	if err != nil {
+		return result{}, err
+	}
+	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil || len(rows) < 2 {
+		return result{}, fmt.Errorf("redis-benchmark printed no CSV result (%v):\n%s", err, out)
+	}
+	head, row := rows[0], rows[len(rows)-1]
+	col := func(name string) (float64, error) {
+		for i, h := range head {
+			if h == name && i < len(row) {
+				return strconv.ParseFloat(row[i], 64)
+			}
+		}
+		return 0, fmt.Errorf("redis-benchmark --csv has no %q column:\n%s", name, out)
+	}
+	var r result
+	for _, f := range []struct {
+		name string
+		dst  *float64
+	}{{"rps", &r.rps}, {"p50_latency_ms", &r.p50}, {"p99_latency_ms", &r.p99}} {
+		v, err := col(f.name)
+		if err != nil {
+			return result{}, err
+		}
+		*f.dst = v
+	}
+	if r.rps <= 0 {
+		return result{}, fmt.Errorf("redis-benchmark measured no requests:\n%s", out)
+	}
+	return r, nil
+}
+
+// memResult holds the memory phase: resident bytes per key and load rates.
+type memResult struct {
+	keys                   int
+	rlPerKey, redisPerKey  float64
+	rlBase, redisBase      int64
+	rlAfter, redisAfter    int64
+	rlFillRate, redisFill  float64
+	rlDBSize, redisDBSize  int64
+	rlFillErr, redisFillEr string
+	rlUsed, redisUsed      [2]int64 // INFO used_memory before and after loading
+}
+
+// measureMemory fills both fresh servers with cfg.memKeys token-bucket keys
+// of 21 bytes ("user:" and 16 digits) and reports resident-memory growth
+// over each one's baseline after start. The rate is tiny (one token per
+// 1000 s), so every key stays live, and not full, through the measurement
+// on both servers.
+func measureMemory(ctx context.Context, cfg config, rl, redis *server, sha string) (*memResult, error) {
+	m := &memResult{keys: cfg.memKeys}
+	time.Sleep(500 * time.Millisecond) // Redis refreshes used_memory_rss every 100 ms
+	var err error
+	if m.rlBase, err = vmRSS(rl.pid()); err != nil {
+		return nil, err
+	}
+	if m.redisBase, err = redisRSS(redis.addr); err != nil {
+		return nil, err
+	}
+	m.rlUsed[0], _ = infoMemory(rl.addr, "used_memory")
+	m.redisUsed[0], _ = infoMemory(redis.addr, "used_memory")
+
+	fmt.Fprintf(os.Stderr, "compare: loading %d keys into rlserver ", cfg.memKeys)
+	d, errs, err := fill(ctx, rl.addr, cfg.memKeys, func(key string) []string {
+		return []string{"RL.ALLOW", key, "1000", "0.001", "1"}
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.rlFillRate, m.rlFillErr = float64(cfg.memKeys)/d.Seconds(), errs
+	fmt.Fprintf(os.Stderr, "%.0f keys/s\ncompare: loading %d keys into redis    ", m.rlFillRate, cfg.memKeys)
+	d, errs, err = fill(ctx, redis.addr, cfg.memKeys, func(key string) []string {
+		return []string{"EVALSHA", sha, "1", key, "1000", "0.001", "1"}
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.redisFill, m.redisFillEr = float64(cfg.memKeys)/d.Seconds(), errs
+	fmt.Fprintf(os.Stderr, "%.0f keys/s\n", m.redisFill)
+
+	time.Sleep(time.Second) // let both settle (Go's background GC, Redis's cron)
+	if m.rlAfter, err = vmRSS(rl.pid()); err != nil {
+		return nil, err
+	}
+	if m.redisAfter, err = redisRSS(redis.addr); err != nil {
+		return nil, err
+	}
+	m.rlUsed[1], _ = infoMemory(rl.addr, "used_memory")
+	m.redisUsed[1], _ = infoMemory(redis.addr, "used_memory")
+	m.rlPerKey = float64(m.rlAfter-m.rlBase) / float64(cfg.memKeys)
+	m.redisPerKey = float64(m.redisAfter-m.redisBase) / float64(cfg.memKeys)
+	for _, t := range []struct {
+		srv *server
+		dst *int64
+	}{{rl, &m.rlDBSize}, {redis, &m.redisDBSize}} {
+		c, err := dial(t.srv.addr, 5*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		v, err := c.do("DBSIZE")
+		c.close()
+		if err != nil {
+			return nil, fmt.Errorf("%s DBSIZE: %v", t.srv.name, err)
+		}
+		*t.dst, _ = v.(int64)
+	}
+	return m, nil
+}
+
+// fill sends one command per key user:0000000000000000 ... through 8
+// connections, 256 commands per round trip, and returns the time taken and
+// the first error reply (with the count), if any.
+func fill(ctx context.Context, addr string, keys int, command func(key string) []string) (time.Duration, string, error) {
+	const conns, batch = 8, 256
+	var mu sync.Mutex
+	var firstErr string
+	var nErr int
+	var wg sync.WaitGroup
+	errc := make(chan error, conns)
+	begin := time.Now()
+	for ci := range conns {
+		lo, hi := keys*ci/conns, keys*(ci+1)/conns
+		wg.Go(func() {
+			c, err := dial(addr, 5*time.Second)
+			if err != nil {
+				errc <- err
+				return
+			}
+			defer c.close()
+			c.c.SetDeadline(time.Now().Add(5 * time.Minute))
+			for i := lo; i < hi; i += batch {
+				if ctx.Err() != nil {
+					errc <- ctx.Err()
+					return
+				}
+				end := min(i+batch, hi)
+				for k := i; k < end; k++ {
+					c.send(command(fmt.Sprintf("user:%016d", k))...)
+				}
+				if err := c.flush(); err != nil {
+					errc <- err
+					return
+				}
+				for k := i; k < end; k++ {
+					_, err := c.read()
+					var se serverError
+					if errors.As(err, &se) {
+						mu.Lock()
+						if nErr++; firstErr == "" {
+							firstErr = string(se)
+						}
+						mu.Unlock()
+					} else if err != nil {
+						errc <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	d := time.Since(begin)
+	select {
+	case err := <-errc:
+		return 0, "", err
+	default:
+	}
+	if nErr > 0 {
+		firstErr = fmt.Sprintf("%d error replies, first: %s", nErr, firstErr)
+	}
+	return d, firstErr, nil
+}
+
+// vmRSS reads a process's resident set size, in bytes.
+func vmRSS(pid int) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+// redisRSS reads used_memory_rss (bytes) from INFO memory.
+func redisRSS(addr string) (int64, error) { return infoMemory(addr, "used_memory_rss") }
+
+// infoMemory reads one field of INFO memory.
+func infoMemory(addr, field string) (int64, error) {
+	c, err := dial(addr, 5*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer c.close()
+	v, err := c.do("INFO", "memory")
+	if err != nil {
+		return 0, err
+	}
+	s, _ := v.(string)
+	for _, line := range strings.Split(s, "\r\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			return strconv.ParseInt(rest, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no %s in INFO memory", field)
+}
+
+// describeMachine names the machine and the software measured.
+func describeMachine(cfg config) []string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	nproc := strconv.Itoa(runtime.NumCPU())
+	if out, err := exec.Command("nproc").Output(); err == nil {
+		nproc = strings.TrimSpace(string(out))
+	}
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	version := func(bin string, args ...string) string {
+		out, err := exec.Command(bin, args...).Output()
+		if err != nil {
+			return "?"
+		}
+		return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	}
+	return []string{
+		"date:     " + time.Now().Format("2006-01-02 15:04:05 MST"),
+		fmt.Sprintf("machine:  nproc %s, %s, Linux %s", nproc, cpu, strings.TrimSpace(string(kernel))),
+		"servers:  " + version(cfg.rlserver, "--version") + "; " + version(cfg.redisServer, "--version"),
+		"client:   " + version(cfg.redisBenchmark, "--version") + "; " + runtime.Version(),
+	}
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// printReport prints the table (Markdown, so it pastes into the README)
+// and the issue's targets as measured.
+func printReport(cfg config, machine []string, loadStart, loadEnd string, cases []benchCase, res [][2]result, mem *memResult, sha string) {
+	type row struct{ label, rl, redis, ratio string }
+	var rows []row
+	ratio := func(a, b float64) string {
+		if b == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2fx", a/b)
+	}
+	for i, c := range cases {
+		rl, redis := res[i][0], res[i][1]
+		label := fmt.Sprintf("%s, -P %d", c.name, c.pipeline)
+		rows = append(rows,
+			row{label + ": req/s", commas(rl.rps), commas(redis.rps), ratio(rl.rps, redis.rps)},
+			row{label + ": p50 ms", fmt.Sprintf("%.3f", rl.p50), fmt.Sprintf("%.3f", redis.p50), ratio(rl.p50, redis.p50)},
+			row{label + ": p99 ms", fmt.Sprintf("%.3f", rl.p99), fmt.Sprintf("%.3f", redis.p99), ratio(rl.p99, redis.p99)},
+		)
+	}
+	if mem != nil {
+		rows = append(rows,
+			row{fmt.Sprintf("memory per key, %s keys: RSS bytes", commas(float64(mem.keys))),
+				fmt.Sprintf("%.1f", mem.rlPerKey), fmt.Sprintf("%.1f", mem.redisPerKey), ratio(mem.rlPerKey, mem.redisPerKey)},
+			row{fmt.Sprintf("loading %s keys (8 conns, 256 per round trip): keys/s", commas(float64(mem.keys))),
+				commas(mem.rlFillRate), commas(mem.redisFill), ratio(mem.rlFillRate, mem.redisFill)},
+		)
+	}
+	w := [4]int{len("case"), len("rlserver"), len("Redis+Lua"), len("rlserver/Redis")}
+	for _, r := range rows {
+		w[0], w[1], w[2], w[3] = max(w[0], len(r.label)), max(w[1], len(r.rl)), max(w[2], len(r.redis)), max(w[3], len(r.ratio))
+	}
+	fmt.Println()
+	fmt.Println("## rlserver vs Redis + Lua token bucket")
+	fmt.Println()
+	for _, m := range machine {
+		fmt.Println("    " + m)
+	}
+	fmt.Printf("    load:     %s at start, %s at end (1, 5, 15 min)\n", loadStart, loadEnd)
+	fmt.Printf("    load gen: redis-benchmark -c %d -r %d, about %gs per run after a warm-up run, servers alternating case by case\n", cfg.clients, cfg.keyspace, cfg.seconds)
+	fmt.Printf("    rlserver: RL.ALLOW key %s %s 1;  Redis: EVALSHA %.8s... 1 key %s %s 1 (bench/lua/token_bucket.lua); PING rows: plain PING on both\n", cfg.capacity, cfg.rate, sha, cfg.capacity, cfg.rate)
+	fmt.Printf("    keys:     random keys stay live between calls (rate %s/s) and are mostly allowed; the hot key is empty after its first %s calls, so its rows measure denials\n", cfg.rate, cfg.capacity)
+	fmt.Println()
+	fmt.Printf("| %-*s | %*s | %*s | %*s |\n", w[0], "case", w[1], "rlserver", w[2], "Redis+Lua", w[3], "rlserver/Redis")
+	fmt.Printf("|%s|%s:|%s:|%s:|\n", strings.Repeat("-", w[0]+2), strings.Repeat("-", w[1]+1), strings.Repeat("-", w[2]+1), strings.Repeat("-", w[3]+1))
+	for _, r := range rows {
+		fmt.Printf("| %-*s | %*s | %*s | %*s |\n", w[0], r.label, w[1], r.rl, w[2], r.redis, w[3], r.ratio)
+	}
+	fmt.Println()
+	fmt.Println("rlserver/Redis: above 1 is better for req/s, below 1 for latency and memory.")
+	if mem != nil {
+		fmt.Printf("memory: RSS growth over each process's baseline after start (rlserver VmRSS %.1f -> %.1f MiB, Redis used_memory_rss %.1f -> %.1f MiB); DBSIZE after loading: rlserver %d, Redis %d\n",
+			mib(mem.rlBase), mib(mem.rlAfter), mib(mem.redisBase), mib(mem.redisAfter), mem.rlDBSize, mem.redisDBSize)
+		fmt.Printf("        INFO used_memory growth per key (rlserver: Go heap in use, garbage not yet collected included; Redis: its allocator's count): rlserver %.1f B, Redis %.1f B\n",
+			float64(mem.rlUsed[1]-mem.rlUsed[0])/float64(mem.keys), float64(mem.redisUsed[1]-mem.redisUsed[0])/float64(mem.keys))
+		for _, e := range []struct{ who, msg string }{{"rlserver", mem.rlFillErr}, {"Redis", mem.redisFillEr}} {
+			if e.msg != "" {
+				fmt.Printf("WARNING: loading %s: %s\n", e.who, e.msg)
+			}
+		}
+		if mem.rlDBSize != int64(mem.keys) || mem.redisDBSize != int64(mem.keys) {
+			fmt.Println("WARNING: a DBSIZE differs from the keys loaded; the memory figures are not per live key")
+		}
+	}
+
+	// The issue's targets, from the same run.
+	find := func(name string, p int) [2]result {
+		for i, c := range cases {
+			if c.name == name && c.pipeline == p {
+				return res[i]
+			}
+		}
+		return [2]result{}
+	}
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "NOT MET"
+	}
+	a1, a32 := find("RL.ALLOW, random keys", 1), find("RL.ALLOW, random keys", 32)
+	h1, h32 := find("RL.ALLOW, one hot key", 1), find("RL.ALLOW, one hot key", 32)
+	p32 := find("PING", 32)
+	type target struct{ what, measured, want string }
+	ts := []target{
+		{"RL.ALLOW random keys -P 32, rlserver / Redis+Lua", fmt.Sprintf("%.2fx", a32[0].rps/a32[1].rps), verdict(a32[0].rps >= 8*a32[1].rps) + " (>= 8x)"},
+		{"RL.ALLOW random keys -P 1, rlserver / Redis+Lua", fmt.Sprintf("%.2fx", a1[0].rps/a1[1].rps), verdict(a1[0].rps >= 1.2*a1[1].rps) + " (>= 1.2x)"},
+		{"RL.ALLOW / PING -P 32, rlserver", pct(a32[0].rps / p32[0].rps), verdict(a32[0].rps >= 0.75*p32[0].rps) + " (>= 75%)"},
+		{"p99 -P 32 random keys, rlserver / Redis+Lua", fmt.Sprintf("%.2fx", a32[0].p99/a32[1].p99), verdict(a32[0].p99 <= a32[1].p99/5) + " (<= 0.20x)"},
+		{"hot key / random keys -P 32, rlserver", pct(h32[0].rps / a32[0].rps), verdict(h32[0].rps >= 0.8*a32[0].rps) + " (>= 80%)"},
+		{"hot key / random keys -P 1, rlserver", pct(h1[0].rps / a1[0].rps), verdict(h1[0].rps >= 0.8*a1[0].rps) + " (>= 80%)"},
+	}
+	if mem != nil {
+		ts = append(ts, target{"memory per token-bucket key, rlserver", fmt.Sprintf("%.1f B", mem.rlPerKey), verdict(mem.rlPerKey <= 64) + " (<= 64 B)"})
+	}
+	fmt.Println()
+	fmt.Println("Targets (issue 6), from this run:")
+	for _, t := range ts {
+		fmt.Printf("  %-52s %9s  %s\n", t.what, t.measured, t.want)
+	}
+}
+
+func pct(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) }
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// commas formats a non-negative rate or count as an integer with thousands
+// separators.
+func commas(v float64) string {
+	s := strconv.FormatInt(int64(math.Round(v)), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
