@@ -161,7 +161,7 @@ func (c *conn) parseMultibulk() bool {
 			return false
 		}
 		size, next, ok := parseLine(b, i+1)
-		if !ok || size < 0 || next+size+2 > len(b) {
+		if !ok || size < 0 || size > len(b)-next-2 {
 			c.argv = c.argv[:first]
 			return false
 		}

@@ -335,3 +335,17 @@ func TestProtectedModeDecision(t *testing.T) {
 		}
 	}
 }
+
+// Regression: a command whose name is the empty string indexed its first
+// byte and panicked the connection's goroutine (found by FuzzCommandArgs).
+func TestEmptyCommandName(t *testing.T) {
+	addr, _ := startServer(t, Config{})
+	c, r := dial(t, addr)
+	io.WriteString(c, "*1\r\n$0\r\n\r\n"+encode("PING"))
+	if got := readReply(t, r); got != "-ERR unknown command '', with args beginning with: " {
+		t.Fatalf("empty command: %q", got)
+	}
+	if got := readReply(t, r); got != "PONG" {
+		t.Fatalf("PING after it: %q", got)
+	}
+}
