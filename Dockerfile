@@ -18,5 +18,9 @@ VOLUME /data
 # mapping decides who reaches it, so protected mode is off here (as in
 # Redis's official image). Set RL_REQUIREPASS for anything reachable
 # beyond a trusted network.
-ENV RL_ADDR=0.0.0.0:6379 RL_DIR=/data RL_PROTECTED_MODE=false
+ENV RL_ADDR=0.0.0.0:6379 RL_DIR=/data RL_PROTECTED_MODE=false RL_METRICS_ADDR=0.0.0.0:9121
+# Prometheus metrics, the status page, /healthz and /readyz.
+EXPOSE 9121
+# PINGs the server on RL_ADDR (authenticating with RL_REQUIREPASS).
+HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 CMD ["/usr/local/bin/rlserver", "--healthcheck"]
 ENTRYPOINT ["/usr/local/bin/rlserver"]

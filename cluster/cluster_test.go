@@ -37,8 +37,8 @@ func testConfig(id, dir, addr string) Config {
 		RaftAddr:         addr,
 		RESPAddr:         "resp-" + id + ":6379",
 		Dir:              dir,
-		HeartbeatTimeout: 300 * time.Millisecond,
-		ElectionTimeout:  300 * time.Millisecond,
+		HeartbeatTimeout: 600 * time.Millisecond,
+		ElectionTimeout:  600 * time.Millisecond,
 		CommitTimeout:    3 * time.Second,
 		NoSync:           true,
 		RaftLog:          io.Discard,
@@ -432,7 +432,7 @@ func TestClusterErrorsWithoutQuorum(t *testing.T) {
 func TestForwardRejectsMalformedBatch(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	l := c.leader()
-	p, err := dialPeer(raft.ServerAddress(l.addr), time.Second)
+	p, err := dialPeer(raft.ServerAddress(l.addr), time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,6 +128,11 @@ func (d *decoder) request(r *engine.Request) {
 	r.Limit = d.varint()
 	r.Window = d.varint()
 	r.Cost = d.varint()
+	if d.err == nil && engine.Validate(r) != nil {
+		// Only valid requests reach the log: a forwarded batch holding
+		// one is refused before it is appended.
+		d.fail()
+	}
 }
 
 // decodeRequests decodes exactly count requests filling all of b. Keys

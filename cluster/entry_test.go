@@ -53,6 +53,16 @@ func fillFields(t *testing.T, v reflect.Value, rng *rand.Rand) {
 // field the log entry encoding does not carry: every field is set to a
 // non-zero value and must survive the round trip. A new field needs a new
 // command type (entry.go) and an update of the list below.
+func abs64(x int64) int64 {
+	if x < 0 {
+		if x == -x { // MinInt64
+			return 0
+		}
+		return -x
+	}
+	return x
+}
+
 func TestRequestEncodingCarriesEveryField(t *testing.T) {
 	want := []string{"Op", "ReadOnly", "Key", "Interval", "Limit", "Window", "Cost"}
 	var got []string
@@ -70,6 +80,12 @@ func TestRequestEncodingCarriesEveryField(t *testing.T) {
 			var r engine.Request
 			fillFields(t, reflect.ValueOf(&r), rng)
 			r.ReadOnly = rng.IntN(2) == 0
+			// Keep every field non-zero but within engine.Validate's bounds:
+			// the decoder refuses requests no constructor builds.
+			r.Op = engine.OpFixed
+			r.Limit = 1 + abs64(r.Limit)%engine.MaxLimit
+			r.Window = 1 + abs64(r.Window)%engine.MaxDuration
+			r.Cost = abs64(r.Cost)
 			reqs = append(reqs, r)
 		}
 		buf := appendEntryHeader(nil, cmdBatch, rng.Int64())

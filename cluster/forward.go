@@ -3,6 +3,7 @@ package cluster
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -101,8 +102,8 @@ type peerConn struct {
 	closed  chan struct{}
 }
 
-func dialPeer(addr raft.ServerAddress, timeout time.Duration) (*peerConn, error) {
-	c, err := dialProto(string(addr), timeout, protoForward)
+func dialPeer(addr raft.ServerAddress, timeout time.Duration, tlsCfg *tls.Config) (*peerConn, error) {
+	c, err := dialProto(string(addr), timeout, protoForward, tlsCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -356,7 +357,7 @@ func (n *Node) leaderConn() (*peerConn, error) {
 		n.fwd.close()
 		n.fwd = nil
 	}
-	p, err := dialPeer(addr, n.dialTimeout())
+	p, err := dialPeer(addr, n.dialTimeout(), n.cfg.DialTLS)
 	if err != nil {
 		return nil, errNotLeader
 	}

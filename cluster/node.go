@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -73,6 +75,13 @@ type Config struct {
 	SnapshotThreshold uint64        // log entries between snapshots (default 8192)
 	SnapshotInterval  time.Duration // how often to check the threshold (default 30s)
 	TrailingLogs      uint64        // log entries kept after a snapshot (default 10240)
+
+	// TLS and DialTLS turn on mutual TLS for Raft and forwarding between
+	// nodes: TLS is the listener's side (it should require and verify
+	// client certificates), DialTLS the dialling side (with this node's
+	// certificate). Set both or neither; nil: plain TCP.
+	TLS     *tls.Config
+	DialTLS *tls.Config
 
 	NoSync bool // skip fsync of the log: for tests only, loses acknowledged writes on power loss
 
@@ -137,6 +146,9 @@ type Node struct {
 	conns map[net.Conn]bool // inbound forward connections, closed on Close
 
 	noTransfer bool // Close skips the leadership hand-off (tests: a crash)
+
+	expired       atomic.Int64 // keys dropped by Sweep (status.go)
+	leaderChanges atomic.Int64 // leader observations by watchLeader
 }
 
 // Open starts a node on eng. The engine must be fresh: the log (and the
@@ -145,6 +157,9 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 	cfg.setDefaults()
 	if cfg.NodeID == "" {
 		return nil, errors.New("cluster: a node id is required")
+	}
+	if (cfg.TLS == nil) != (cfg.DialTLS == nil) {
+		return nil, errors.New("cluster: TLS and DialTLS go together")
 	}
 	if cfg.Bootstrap && len(cfg.Peers) > 0 {
 		return nil, errors.New("cluster: bootstrap and a peer list are exclusive")
@@ -184,7 +199,10 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 		}
 	}
 	n.cfg.RaftAdvertise = adv
-	n.mux = newMux(ln, advertiseAddr(adv), n.serveForward)
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
+	}
+	n.mux = newMux(ln, advertiseAddr(adv), n.serveForward, cfg.DialTLS)
 
 	hlog := hclog.New(&hclog.LoggerOptions{
 		Name:   "raft",
@@ -296,6 +314,7 @@ func (n *Node) watchLeader() {
 			return
 		case o := <-ch:
 			lo := o.Data.(raft.LeaderObservation)
+			n.leaderChanges.Add(1)
 			n.log.Info("leader changed", "leader_id", string(lo.LeaderID), "leader_addr", string(lo.LeaderAddr))
 			n.dropLeaderConn(lo.LeaderAddr)
 			if lo.LeaderAddr != "" && string(lo.LeaderID) != n.cfg.NodeID {
@@ -566,6 +585,7 @@ func (n *Node) Sweep(ctx context.Context, interval time.Duration, budget int) {
 		}
 		for range 100 {
 			examined, dropped, err := n.fsm.eng.Sweep(ctx, now, budget)
+			n.expired.Add(int64(dropped))
 			if err != nil || dropped*4 <= examined {
 				break
 			}

@@ -18,6 +18,8 @@ func (n *Node) ClusterStatus() resp.ClusterStatus {
 		CommitIndex:  n.raft.CommitIndex(),
 		AppliedIndex: n.raft.AppliedIndex(),
 		LastLogIndex: n.raft.LastIndex(),
+
+		LeaderChanges: uint64(n.leaderChanges.Load()),
 	}
 	if v, err := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64); err == nil {
 		st.SnapshotIndex = v
@@ -40,6 +42,9 @@ func (n *Node) ClusterStatus() resp.ClusterStatus {
 	}
 	return st
 }
+
+// ExpiredKeys counts the keys the background sweep has dropped.
+func (n *Node) ExpiredKeys() int64 { return n.expired.Load() }
 
 // Digest hashes this replica's state at its last applied entry.
 func (n *Node) Digest(ctx context.Context) (uint64, string, error) {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"sync"
@@ -17,19 +18,24 @@ const (
 	protoForward byte = 'F'
 )
 
+// With TLS (Config.TLS), the listener is a TLS listener and both kinds of
+// connection are TLS: the protocol byte is the first byte of plaintext.
+// The handshake runs under classify's read deadline, off the accept loop.
+
 // mux accepts connections on the Raft address and hands them to Raft (as its
 // StreamLayer) or to the forward server by their first byte.
 type mux struct {
 	ln        net.Listener
 	advertise net.Addr
+	dialTLS   *tls.Config // nil: plain TCP to peers
 	raftCh    chan net.Conn
 	forward   func(net.Conn)
 	closed    chan struct{}
 	once      sync.Once
 }
 
-func newMux(ln net.Listener, advertise net.Addr, forward func(net.Conn)) *mux {
-	m := &mux{ln: ln, advertise: advertise, raftCh: make(chan net.Conn), forward: forward, closed: make(chan struct{})}
+func newMux(ln net.Listener, advertise net.Addr, forward func(net.Conn), dialTLS *tls.Config) *mux {
+	m := &mux{ln: ln, advertise: advertise, dialTLS: dialTLS, raftCh: make(chan net.Conn), forward: forward, closed: make(chan struct{})}
 	go m.acceptLoop()
 	return m
 }
@@ -105,10 +111,12 @@ func (m *mux) Addr() net.Addr { return m.advertise }
 
 // Dial opens a Raft connection to a peer (raft.StreamLayer).
 func (m *mux) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return dialProto(string(address), timeout, protoRaft)
+	return dialProto(string(address), timeout, protoRaft, m.dialTLS)
 }
 
-func dialProto(addr string, timeout time.Duration, proto byte) (net.Conn, error) {
+// dialProto connects to a peer (over TLS when tlsCfg is set) and sends the
+// protocol byte, all within timeout.
+func dialProto(addr string, timeout time.Duration, proto byte, tlsCfg *tls.Config) (net.Conn, error) {
 	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return nil, err
@@ -116,12 +124,20 @@ func dialProto(addr string, timeout time.Duration, proto byte) (net.Conn, error)
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	c.SetWriteDeadline(time.Now().Add(timeout))
+	c.SetDeadline(time.Now().Add(timeout))
+	if tlsCfg != nil {
+		tc := tls.Client(c, tlsCfg)
+		if err := tc.Handshake(); err != nil {
+			c.Close()
+			return nil, err
+		}
+		c = tc
+	}
 	if _, err := c.Write([]byte{proto}); err != nil {
 		c.Close()
 		return nil, err
 	}
-	c.SetWriteDeadline(time.Time{})
+	c.SetDeadline(time.Time{})
 	return c, nil
 }
 

@@ -80,7 +80,7 @@ func length(t testing.TB, e *Engine, now int64) int {
 func indexed(t testing.TB, e *Engine) int {
 	t.Helper()
 	counts := make([]int, e.Shards())
-	if err := e.onEach(context.Background(), func(i int, s *shard) { counts[i] = len(s.index) }); err != nil {
+	if err := e.onEach(context.Background(), func(i int, s *shard) { counts[i] = s.tab.live }); err != nil {
 		t.Fatalf("onEach: %v", err)
 	}
 	n := 0
@@ -240,7 +240,7 @@ func TestSweep(t *testing.T) {
 		}
 	}
 	// A full sweep after every key expired leaves nothing, and freed slots
-	// are reused instead of growing the slab.
+	// are reused instead of growing the table.
 	if _, dr, err = e.Sweep(ctx, t0+10*sec, 1<<30); err != nil || dr != long {
 		t.Fatalf("final sweep dropped %d (%v), want %d", dr, err, long)
 	}
@@ -249,7 +249,7 @@ func TestSweep(t *testing.T) {
 	}
 	slots := func() int {
 		c := make([]int, e.Shards())
-		_ = e.onEach(ctx, func(i int, s *shard) { c[i] = len(s.gcra.vals) })
+		_ = e.onEach(ctx, func(i int, s *shard) { c[i] = len(s.tab.slots) })
 		n := 0
 		for _, v := range c {
 			n += v
@@ -261,7 +261,7 @@ func TestSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	if after := slots(); after != before {
-		t.Errorf("slab grew from %d to %d slots although %d were free", before, after, before)
+		t.Errorf("table grew from %d to %d slots although %d were free", before, after, before)
 	}
 }
 

@@ -3,9 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
-	"iter"
 	"slices"
-	"strings"
 )
 
 // Record is one key's whole state in a kind-independent form, for
@@ -73,97 +71,139 @@ func (e *Engine) Export(ctx context.Context, nowNanos int64, fn func(Record) err
 	return clockNanos, nil
 }
 
-// exporter walks one shard's index across several jobs. The walk is a
-// paused map iteration (iter.Pull): it only runs inside next, which only
-// the shard goroutine calls, so the map is never touched concurrently.
-// Go allows a map to change while it is iterated: entries deleted before
-// they are reached are not produced, entries added may or may not be. A
-// key deleted and added again is a new entry that could be produced a
-// second time, so keys added during the walk (noted in created by
-// shard.insert) are skipped. Flush replaces the map, which gen detects.
+// exporter walks one shard's table across several jobs, in slot order.
+//
+// Entries never move while a table lives (table.go), so a key that lives
+// throughout the walk stays in one slot, which the walk reaches exactly
+// once. Two things could break that, and are handled:
+//
+//   - A key deleted and inserted again during the walk may land in another
+//     slot, one the walk has not reached yet although it was exported
+//     already. So the walk notes every slot at or past its position that
+//     an insert takes during the walk (created), and skips those: a key
+//     created during an export appears at most once.
+//   - A rebuild (growth, shrinking, compaction) copies every key into new
+//     arrays. The walk then goes on over the old slot array and the old
+//     arena (frozen), which the table never writes again once it has
+//     replaced them. Every key that lives throughout is in the old slots
+//     exactly once: behind the position (exported already) or ahead of it
+//     (exported when reached). Its state is looked up in the current
+//     table, because an old slab index may belong to another key by then;
+//     a key no longer there was deleted during the export and is left
+//     out. Keys inserted after the rebuild are in the new arrays only, so
+//     the walk never sees them.
+//
+// Flush replaces the table and the slabs; gen detects it and ends the walk:
+// every key that was there is gone.
 type exporter struct {
 	s       *shard
 	gen     uint64
-	next    func() (struct{}, bool)
-	stop    func()
-	created map[string]struct{}
+	slots   []slot   // the slot array walked: the table's, until frozen
+	arena   []byte   // once frozen, the arena the walked slots point into
+	frozen  bool     // the table has replaced slots
+	pos     int      // the next slot to examine
+	created []uint64 // bit i: an insert took slot i >= pos during the walk
 	out     []Record
 }
 
 func (x *exporter) start(s *shard) {
-	x.s, x.gen = s, s.gen
-	x.created = make(map[string]struct{})
+	x.s, x.gen, x.slots = s, s.gen, s.tab.slots
 	s.walks = append(s.walks, x)
-	index := s.index
-	x.next, x.stop = iter.Pull(func(yield func(struct{}) bool) {
-		examined := 0
-		for k, r := range index {
-			if x.s.gen != x.gen {
-				return // flushed: every key that was here is gone
-			}
-			if _, ok := x.created[k]; !ok && x.s.expiresAt(r) > x.s.now {
-				x.out = append(x.out, x.s.record(k, r))
-			}
-			if examined++; examined == exportChunk {
-				examined = 0
-				if !yield(struct{}{}) {
-					return
-				}
-			}
-		}
-	})
 }
 
-// step copies the live records among the next exportChunk keys and reports
-// whether more keys remain. It runs on the shard goroutine.
+// inserted notes that an insert took slot i of the current table.
+func (x *exporter) inserted(i int) {
+	if x.frozen || i < x.pos {
+		return // the walk never reads that slot (again)
+	}
+	if x.created == nil {
+		x.created = make([]uint64, (len(x.slots)+63)/64)
+	}
+	x.created[i/64] |= 1 << (i % 64)
+}
+
+// freeze is called when the table replaces its arrays: arena is the old
+// one, and from now on neither it nor x.slots is ever written.
+func (x *exporter) freeze(arena []byte) {
+	if !x.frozen {
+		x.frozen, x.arena = true, arena
+	}
+}
+
+// step copies the live records among the next exportChunk keys (reading
+// at most 16*exportChunk slots) and reports whether more keys remain. It
+// runs on the shard goroutine.
 func (x *exporter) step() (recs []Record, more bool) {
 	x.out = nil
-	_, more = x.next()
+	s := x.s
+	if s.gen != x.gen {
+		x.end() // flushed: every key that was here is gone
+		return nil, false
+	}
+	for examined, scanned := 0, 0; x.pos < len(x.slots) && examined < exportChunk && scanned < 16*exportChunk; x.pos, scanned = x.pos+1, scanned+1 {
+		sl := &x.slots[x.pos]
+		if !sl.used() || (x.created != nil && x.created[x.pos/64]&(1<<(x.pos%64)) != 0) {
+			continue
+		}
+		examined++
+		var key []byte
+		if x.frozen {
+			key = keyOf(x.arena, sl)
+			i := s.tab.find(key, hashKey(key))
+			if i < 0 {
+				continue // deleted since the table was rebuilt
+			}
+			sl = &s.tab.slots[i]
+		} else {
+			key = keyOf(s.tab.arena, sl)
+		}
+		if s.expiresAt(sl.kind(), sl.val) > s.now {
+			x.out = append(x.out, s.record(key, sl.kind(), sl.val))
+		}
+	}
+	more = x.pos < len(x.slots)
 	if !more {
 		x.end()
 	}
 	return x.out, more
 }
 
-// end stops the walk and unregisters it, on the shard goroutine.
+// end unregisters the walk, on the shard goroutine.
 func (x *exporter) end() {
-	if x.stop == nil {
+	if x.s == nil {
 		return // never started
 	}
-	x.stop()
 	x.s.walks = slices.DeleteFunc(x.s.walks, func(y *exporter) bool { return y == x })
-	x.created = nil
+	x.slots, x.arena, x.created = nil, nil, nil
 }
 
 // abort ends a started walk on the shard goroutine. The job is sent even
 // though ctx may be done: shards never block, so the send waits at most for
-// the shard's queue to drain, and a paused iteration must not be left
+// the shard's queue to drain, and a registered walk must not be left
 // behind.
 func (x *exporter) abort(s *shard) {
 	s.ch <- job{fn: func(*shard) { x.end() }, done: make(chan struct{}, 1)}
 }
 
-// record copies the state of key k at ref r.
-func (s *shard) record(k string, r ref) Record {
-	rec := Record{Key: k, Kind: r.kind()}
-	switch r.kind() {
-	case KindGCRA:
-		rec.Fields = []int64{s.gcra.vals[r.slot()]}
+// record copies key's state, of kind k in value v (a slot's).
+func (s *shard) record(key []byte, k Kind, v int64) Record {
+	rec := Record{Key: string(key), Kind: k}
+	switch k {
+	case KindGCRA, KindShape:
+		rec.Fields = []int64{v}
 	case KindFixed:
-		st := s.fixed.vals[r.slot()]
+		st := s.fixed.vals[v]
 		rec.Fields = []int64{st.end, st.window, st.count}
 	case KindSliding:
-		st := s.sliding.vals[r.slot()]
+		st := s.sliding.vals[v]
 		rec.Fields = []int64{st.end, st.window, st.cur, st.prev}
 	case KindLog:
-		st := &s.log.vals[r.slot()]
+		st := &s.log.vals[v]
 		rec.Fields = make([]int64, 1+st.n)
 		rec.Fields[0] = st.window
 		for i := range st.n {
 			rec.Fields[1+i] = st.at(i)
 		}
-	case KindShape:
-		rec.Fields = []int64{s.shape.vals[r.slot()]}
 	default:
 		panic("engine: unknown kind in index")
 	}
@@ -250,34 +290,51 @@ func checkRecord(rec *Record) string {
 }
 
 // put stores a checked record under its key, replacing what the key holds.
-// The key is copied so the index never pins the caller's buffers.
+// The key is copied into the table's arena, so the table never pins the
+// caller's buffers.
 func (s *shard) put(rec *Record) {
-	if old, ok := s.index[rec.Key]; ok {
-		delete(s.index, rec.Key)
-		s.free(old)
+	key := []byte(rec.Key)
+	h := hashKey(key)
+	if i := s.tab.find(key, h); i >= 0 {
+		s.remove(i)
 	}
 	s.dirty++
 	f := rec.Fields
-	var r ref
+	// The state is built, and its expiry found, before insert, which may
+	// rebuild the table and renumber the slabs.
+	var (
+		fx      fixedState
+		sw      slidingState
+		lg      logState
+		expires int64
+	)
 	switch rec.Kind {
-	case KindGCRA:
-		r = makeRef(KindGCRA, s.gcra.add(f[0]))
+	case KindGCRA, KindShape:
+		expires = f[0]
 	case KindFixed:
-		r = makeRef(KindFixed, s.fixed.add(fixedState{end: f[0], window: f[1], count: f[2]}))
+		fx = fixedState{end: f[0], window: f[1], count: f[2]}
+		expires = fx.end
 	case KindSliding:
-		r = makeRef(KindSliding, s.sliding.add(slidingState{end: f[0], window: f[1], cur: f[2], prev: f[3]}))
+		sw = slidingState{end: f[0], window: f[1], cur: f[2], prev: f[3]}
+		expires = sw.expiresAt()
 	case KindLog:
-		st := logState{window: f[0], n: uint32(len(f) - 1), ring: make([]int64, len(f)-1)}
-		copy(st.ring, f[1:])
-		r = makeRef(KindLog, s.log.add(st))
-	case KindShape:
-		r = makeRef(KindShape, s.shape.add(f[0]))
+		lg = logState{window: f[0], n: uint32(len(f) - 1), ring: slices.Clone(f[1:])}
+		expires = lg.expiresAt()
 	}
-	if s.expiresAt(r) <= s.now {
-		s.free(r)
+	if expires <= s.now {
 		return
 	}
-	s.insert(strings.Clone(rec.Key), r)
+	i := s.insert(key, h, rec.Kind)
+	switch rec.Kind {
+	case KindGCRA, KindShape:
+		s.tab.slots[i].val = f[0]
+	case KindFixed:
+		s.tab.slots[i].val = s.fixed.add(fx)
+	case KindSliding:
+		s.tab.slots[i].val = s.sliding.add(sw)
+	case KindLog:
+		s.tab.slots[i].val = s.log.add(lg)
+	}
 }
 
 // onShard runs fn on s's goroutine and waits for it. Either fn ran and

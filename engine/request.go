@@ -95,6 +95,7 @@ var (
 	ErrBadWindow        = errors.New("window must be a positive integer")
 	ErrWindowTooLong    = errors.New("window exceeds the longest supported duration")
 	ErrBadRecord        = errors.New("invalid state record")
+	ErrBadRequest       = errors.New("request outside every constructor's bounds")
 )
 
 // Request is one typed command for the engine. Requests are built by the
@@ -120,7 +121,7 @@ type Result struct {
 	RetryAfter int64 // ns until the same call would be allowed; 0 when allowed, -1 never
 	ResetAfter int64 // ns until the state is empty (bucket full) again
 	Delay      int64 // SHAPE: ns the caller waits before proceeding when admitted; -1 when rejected
-	Queued     int64 // SHAPE: units in the queue at now, this call's included when admitted (<= capacity)
+	Queued     int64 // SHAPE: units in the queue at now, this call's included when admitted (then <= capacity; a queue built under another rate or capacity can exceed it)
 	Value      int64 // OpDel, OpExists, OpTTL: see the Op
 	Kind       Kind  // OpTTL: the key's kind
 }

@@ -8,13 +8,12 @@ type shard struct {
 	ch chan job
 
 	now     int64              // last time seen; time never runs backwards here
-	index   map[string]ref     // key -> kind and slot
-	gen     uint64             // incremented by flush, which replaces index
-	gcra    slab[int64]        // TATs
+	tab     table              // key -> kind and state (GCRA, SHAPE) or slab index (table.go)
+	gen     uint64             // incremented by flush, which replaces tab
 	fixed   slab[fixedState]   // fixed windows
 	sliding slab[slidingState] // sliding window counters
 	log     slab[logState]     // sliding window logs
-	shape   slab[int64]        // queue schedule ends
+	sweepAt int                // the slot the next sweep starts at
 	walks   []*exporter        // exports in progress (record.go)
 
 	// dirty counts the state changes of the current job; run adds it to
@@ -36,7 +35,7 @@ type job struct {
 }
 
 func newShard(queue int) *shard {
-	return &shard{ch: make(chan job, queue), index: make(map[string]ref)}
+	return &shard{ch: make(chan job, queue), tab: newTable(minSlots, 0)}
 }
 
 func (s *shard) run() {
@@ -65,72 +64,135 @@ func (s *shard) advance(now int64) {
 	}
 }
 
-// lookup returns the key's live state. State that has expired (is back to
-// empty) is dropped here and reported missing.
-func (s *shard) lookup(key []byte) (ref, bool) {
-	r, ok := s.index[string(key)]
-	if !ok {
-		return 0, false
+// lookup returns the slot of the key's live state (h = hashKey(key)).
+// State that has expired (is back to empty) is dropped here and reported
+// missing.
+func (s *shard) lookup(key []byte, h uint64) (int, bool) {
+	i := s.tab.find(key, h)
+	if i < 0 {
+		return -1, false
 	}
-	if s.expiresAt(r) <= s.now {
-		s.drop(key, r)
-		return 0, false
+	if s.expiresAt(s.tab.slots[i].kind(), s.tab.slots[i].val) <= s.now {
+		s.remove(i)
+		return -1, false
 	}
-	return r, true
+	return i, true
 }
 
-// expiresAt is the time at which the state in r is empty again.
-func (s *shard) expiresAt(r ref) int64 {
-	switch r.kind() {
-	case KindGCRA:
-		return s.gcra.vals[r.slot()]
+// expiresAt is the time at which the state of kind k in value v (a
+// slot's) is empty again.
+func (s *shard) expiresAt(k Kind, v int64) int64 {
+	switch k {
+	case KindGCRA, KindShape:
+		return v
 	case KindFixed:
-		return s.fixed.vals[r.slot()].end
+		return s.fixed.vals[v].end
 	case KindSliding:
-		return s.sliding.vals[r.slot()].expiresAt()
+		return s.sliding.vals[v].expiresAt()
 	case KindLog:
-		return s.log.vals[r.slot()].expiresAt()
-	case KindShape:
-		return s.shape.vals[r.slot()]
+		return s.log.vals[v].expiresAt()
 	}
 	panic("engine: unknown kind in index")
 }
 
-// insert adds a new key. Exports in progress note it, so that a key
-// created (or deleted and created again) during an export is never
-// exported twice.
-func (s *shard) insert(key string, r ref) {
-	s.index[key] = r
+// insert adds a key that is not in the table, with value 0, and returns
+// its slot, in which the caller stores the value. It rebuilds the table
+// first when it is full, which may renumber slab entries: a new key's slab
+// entry is added only after insert returns. It tells the exports in
+// progress which slot the key took.
+func (s *shard) insert(key []byte, h uint64, k Kind) int {
+	if s.tab.full(len(key)) {
+		s.rebuild()
+	}
+	i := s.tab.insert(key, h, k, 0)
 	for _, x := range s.walks {
-		x.created[key] = struct{}{}
+		x.inserted(i)
 	}
+	return i
 }
 
-func (s *shard) drop(key []byte, r ref) {
-	delete(s.index, string(key))
-	s.free(r)
+// remove deletes the key in used slot i and frees its state.
+func (s *shard) remove(i int) {
+	sl := &s.tab.slots[i]
+	k, v := sl.kind(), sl.val
+	s.tab.remove(i)
+	s.free(k, v)
 }
 
-func (s *shard) free(r ref) {
-	switch r.kind() {
-	case KindGCRA:
-		s.gcra.del(r.slot())
+// free releases the slab entry v of kind k, if that kind has a slab.
+func (s *shard) free(k Kind, v int64) {
+	switch k {
 	case KindFixed:
-		s.fixed.del(r.slot())
+		s.fixed.del(v)
 	case KindSliding:
-		s.sliding.del(r.slot())
+		s.sliding.del(v)
 	case KindLog:
-		s.log.del(r.slot())
-	case KindShape:
-		s.shape.del(r.slot())
+		s.log.del(v)
 	}
+}
+
+// rebuild replaces the table by one sized for its live keys (tableSize:
+// half full, so more keys fit; never below shrinkFloor slots when
+// shrinking). It first drops every expired key, then copies the rest into
+// new arrays, compacting the arena and any slab that is mostly free. The
+// old arrays are never written again: the exports in progress keep reading
+// them (record.go). The work is proportional to the table's size (a few
+// milliseconds per million keys, during which the shard serves nothing);
+// growth multiplies the size by 1.625, so it is constant per insert on
+// average.
+func (s *shard) rebuild() {
+	for i := range s.tab.slots {
+		if sl := &s.tab.slots[i]; sl.used() && s.expiresAt(sl.kind(), sl.val) <= s.now {
+			s.remove(i)
+		}
+	}
+	size := tableSize(s.tab.live)
+	if n := len(s.tab.slots); size < n {
+		size = max(size, min(n, shrinkFloor))
+	}
+	var fixed slab[fixedState]
+	var sliding slab[slidingState]
+	var log slab[logState]
+	compactFixed, compactSliding, compactLog := s.fixed.sparse(), s.sliding.sparse(), s.log.sparse()
+	remap := func(k Kind, v int64) int64 {
+		switch {
+		case k == KindFixed && compactFixed:
+			return fixed.add(s.fixed.vals[v])
+		case k == KindSliding && compactSliding:
+			return sliding.add(s.sliding.vals[v])
+		case k == KindLog && compactLog:
+			return log.add(s.log.vals[v])
+		}
+		return v
+	}
+	old := s.tab
+	s.tab = old.rehash(size, remap)
+	if compactFixed {
+		s.fixed = fixed
+	}
+	if compactSliding {
+		s.sliding = sliding
+	}
+	if compactLog {
+		s.log = log
+	}
+	for _, x := range s.walks {
+		x.freeze(old.arena)
+	}
+	s.sweepAt = 0
+}
+
+// sparse reports whether most of the slab's slots are free, so a rebuild
+// should renumber its states into a new, smaller slab.
+func (sl *slab[T]) sparse() bool {
+	return len(sl.free) > 64 && len(sl.free)*2 > len(sl.vals)
 }
 
 func (s *shard) apply(r *Request, out *Result) {
 	*out = Result{}
 	switch r.Op {
 	case OpGCRA:
-		s.applyGCRA(r, out)
+		s.applyInline(KindGCRA, r, out, gcra)
 	case OpFixed:
 		applyValue(s, KindFixed, &s.fixed, r, out, fixed)
 	case OpSliding:
@@ -138,48 +200,54 @@ func (s *shard) apply(r *Request, out *Result) {
 	case OpLog:
 		s.applyLog(r, out)
 	case OpShape:
-		applyValue(s, KindShape, &s.shape, r, out, shape)
+		s.applyInline(KindShape, r, out, shape)
 	case OpDel:
-		if ref, ok := s.lookup(r.Key); ok {
-			s.drop(r.Key, ref)
+		if i, ok := s.lookup(r.Key, hashKey(r.Key)); ok {
+			s.remove(i)
 			s.dirty++
 			out.Value = 1
 		}
 	case OpExists:
-		if _, ok := s.lookup(r.Key); ok {
+		if _, ok := s.lookup(r.Key, hashKey(r.Key)); ok {
 			out.Value = 1
 		}
 	case OpTTL:
 		out.Value = -2
-		if ref, ok := s.lookup(r.Key); ok {
-			out.Value = s.expiresAt(ref) - s.now
-			out.Kind = ref.kind()
+		if i, ok := s.lookup(r.Key, hashKey(r.Key)); ok {
+			sl := &s.tab.slots[i]
+			out.Value = s.expiresAt(sl.kind(), sl.val) - s.now
+			out.Kind = sl.kind()
 		}
 	default:
 		panic("engine: unknown op")
 	}
 }
 
-func (s *shard) applyGCRA(r *Request, out *Result) {
-	ref, ok := s.lookup(r.Key)
-	if ok && ref.kind() != KindGCRA {
-		out.Err = ErrWrongType
-		return
-	}
-	var tat int64
+// applyInline decides a request whose state is one int64 kept in the
+// table's slot (GCRA's TAT, SHAPE's schedule end; 0 when the key is
+// missing).
+func (s *shard) applyInline(k Kind, r *Request, out *Result,
+	decide func(now, v int64, r *Request, out *Result) (int64, bool)) {
+	h := hashKey(r.Key)
+	i, ok := s.lookup(r.Key, h)
+	var v int64
 	if ok {
-		tat = s.gcra.vals[ref.slot()]
+		sl := &s.tab.slots[i]
+		if sl.kind() != k {
+			out.Err = ErrWrongType
+			return
+		}
+		v = sl.val
 	}
-	next, store := gcra(s.now, tat, r, out)
+	next, store := decide(s.now, v, r, out)
 	if !store {
 		return
 	}
 	s.dirty++
-	if ok {
-		s.gcra.vals[ref.slot()] = next
-		return
+	if !ok {
+		i = s.insert(r.Key, h, k)
 	}
-	s.insert(string(r.Key), makeRef(KindGCRA, s.gcra.add(next)))
+	s.tab.slots[i].val = next
 }
 
 // applyValue decides a request whose state is a plain value of type T in
@@ -187,14 +255,16 @@ func (s *shard) applyGCRA(r *Request, out *Result) {
 // and returns the value to store when store is true.
 func applyValue[T any](s *shard, k Kind, sl *slab[T], r *Request, out *Result,
 	decide func(now int64, st T, r *Request, out *Result) (T, bool)) {
-	ref, ok := s.lookup(r.Key)
-	if ok && ref.kind() != k {
-		out.Err = ErrWrongType
-		return
-	}
+	h := hashKey(r.Key)
+	i, ok := s.lookup(r.Key, h)
 	var st T
 	if ok {
-		st = sl.vals[ref.slot()]
+		e := &s.tab.slots[i]
+		if e.kind() != k {
+			out.Err = ErrWrongType
+			return
+		}
+		st = sl.vals[e.val]
 	}
 	next, store := decide(s.now, st, r, out)
 	if !store {
@@ -202,22 +272,25 @@ func applyValue[T any](s *shard, k Kind, sl *slab[T], r *Request, out *Result,
 	}
 	s.dirty++
 	if ok {
-		sl.vals[ref.slot()] = next
+		sl.vals[s.tab.slots[i].val] = next
 		return
 	}
-	s.insert(string(r.Key), makeRef(k, sl.add(next)))
+	i = s.insert(r.Key, h, k)
+	s.tab.slots[i].val = sl.add(next)
 }
 
 // applyLog decides a sliding window log request; the log is updated in
 // place, so an existing key's ring is reused.
 func (s *shard) applyLog(r *Request, out *Result) {
-	ref, ok := s.lookup(r.Key)
-	if ok && ref.kind() != KindLog {
-		out.Err = ErrWrongType
-		return
-	}
+	h := hashKey(r.Key)
+	i, ok := s.lookup(r.Key, h)
 	if ok {
-		if slidingLog(s.now, &s.log.vals[ref.slot()], r, out) {
+		e := &s.tab.slots[i]
+		if e.kind() != KindLog {
+			out.Err = ErrWrongType
+			return
+		}
+		if slidingLog(s.now, &s.log.vals[e.val], r, out) {
 			s.dirty++
 		}
 		return
@@ -225,36 +298,64 @@ func (s *shard) applyLog(r *Request, out *Result) {
 	var st logState
 	if slidingLog(s.now, &st, r, out) {
 		s.dirty++
-		s.insert(string(r.Key), makeRef(KindLog, s.log.add(st)))
+		i = s.insert(r.Key, h, KindLog)
+		s.tab.slots[i].val = s.log.add(st)
 	}
 }
 
 // sweep examines up to budget keys and drops those whose state is empty
-// again. It reports how many it examined and dropped. Map iteration starts
-// at a random place, so repeated sweeps cover the whole map; which keys are
-// dropped first does not matter because dropping is invisible.
+// again. It reports how many it examined and dropped. A cursor walks the
+// slots in order and wraps around, so repeated sweeps examine every key in
+// turn (keys inserted behind the cursor wait for the next round, at most
+// one table's worth of examinations away), and one sweep with a budget of
+// at least the key count examines each key once. A sweep reads at most
+// 16*budget slots, so a sparse table costs no more than a dense one; the
+// table is shrunk below 1/16 full, so that bound reaches budget keys.
+// Which keys are dropped first does not matter because dropping is
+// invisible.
 func (s *shard) sweep(now int64, budget int) (examined, dropped int) {
 	s.advance(now)
-	for k, r := range s.index {
-		if examined >= budget {
-			break
-		}
-		examined++
-		if s.expiresAt(r) <= s.now {
-			delete(s.index, k)
-			s.free(r)
-			dropped++
-		}
+	n := len(s.tab.slots)
+	scan := n
+	if budget < n/16 {
+		scan = 16 * budget
 	}
+	i := s.sweepAt
+	for ; scan > 0 && examined < budget; scan-- {
+		if i == n {
+			i = 0
+		}
+		if sl := &s.tab.slots[i]; sl.used() {
+			examined++
+			if s.expiresAt(sl.kind(), sl.val) <= s.now {
+				s.remove(i)
+				dropped++
+			}
+		}
+		i++
+	}
+	s.sweepAt = i % n
+	s.shrink()
 	return examined, dropped
+}
+
+// shrink rebuilds a table that mass expiry left below 1/16 full, or whose
+// arena is more than half dead bytes (at least 1 MiB of them), so memory
+// follows the live keys down as well as up.
+func (s *shard) shrink() {
+	t := &s.tab
+	if (len(t.slots) > shrinkFloor && t.live*16 < len(t.slots)) ||
+		(t.deadBytes >= 1<<20 && t.deadBytes*2 > len(t.arena)) {
+		s.rebuild()
+	}
 }
 
 // live counts keys whose state is not empty at the shard's time.
 func (s *shard) live(now int64) int {
 	s.advance(now)
 	n := 0
-	for _, r := range s.index {
-		if s.expiresAt(r) > s.now {
+	for i := range s.tab.slots {
+		if sl := &s.tab.slots[i]; sl.used() && s.expiresAt(sl.kind(), sl.val) > s.now {
 			n++
 		}
 	}
@@ -262,14 +363,16 @@ func (s *shard) live(now int64) int {
 }
 
 func (s *shard) flush() {
-	if len(s.index) > 0 {
+	if s.tab.live > 0 {
 		s.dirty++
 	}
-	s.index = make(map[string]ref)
+	for _, x := range s.walks {
+		x.freeze(s.tab.arena) // ends at its next step: gen changes
+	}
+	s.tab = newTable(minSlots, 0)
 	s.gen++
-	s.gcra.reset()
+	s.sweepAt = 0
 	s.fixed.reset()
 	s.sliding.reset()
 	s.log.reset()
-	s.shape.reset()
 }

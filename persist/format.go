@@ -99,6 +99,17 @@ const (
 // blocks in a small file.
 var targetPayload = 64 << 10
 
+// maxBlockKeyBytes bounds the key bytes a block decodes to. Keys are
+// prefix-compressed, so without a bound a small block could expand to
+// gigabytes (each record repeating a long previous key plus one byte): the
+// encoder closes a block once its keys reach this many bytes, and the
+// decoder refuses a block whose keys exceed it by more than one key.
+const maxBlockKeyBytes = 1 << 20
+
+// MaxKeyLen is the longest key a snapshot holds (the server's
+// --max-key-len cannot exceed it).
+const MaxKeyLen = 65535
+
 // Errors. A damaged snapshot is ErrCorrupt or ErrTruncated; the wrapping
 // error says where.
 var (
@@ -148,6 +159,7 @@ type Encoder struct {
 	n       uint32 // records in block
 	prevKey []byte // the last key written, in the file
 	inBlock bool   // prevKey belongs to the current block
+	keyLen  int    // decoded key bytes of the current block
 	count   uint64
 	written int64
 	err     error
@@ -198,6 +210,9 @@ func (e *Encoder) Write(rec engine.Record) error {
 	if e.count > 0 && rec.Key <= unsafe.String(unsafe.SliceData(e.prevKey), len(e.prevKey)) {
 		return fmt.Errorf("%w: %q after %q", ErrUnsorted, rec.Key, e.prevKey)
 	}
+	if len(rec.Key) > MaxKeyLen {
+		return fmt.Errorf("%w: key of %d bytes (at most %d)", ErrTooLarge, len(rec.Key), MaxKeyLen)
+	}
 	mark := len(e.block)
 	shared := 0
 	if e.inBlock {
@@ -227,7 +242,8 @@ func (e *Encoder) Write(rec engine.Record) error {
 	e.count++
 	e.prevKey = append(e.prevKey[:0], rec.Key...)
 	e.inBlock = true
-	if len(e.block)-blockHead >= targetPayload {
+	e.keyLen += len(rec.Key)
+	if len(e.block)-blockHead >= targetPayload || e.keyLen >= maxBlockKeyBytes {
 		return e.flush()
 	}
 	return nil
@@ -261,6 +277,7 @@ func (e *Encoder) flush() error {
 	e.block = e.block[:blockHead]
 	e.n = 0
 	e.inBlock = false
+	e.keyLen = 0
 	return err
 }
 
@@ -487,6 +504,9 @@ func (d *Decoder) parse(p []byte, count int) ([]engine.Record, error) {
 		q = q[suffix:]
 		prevLen = int(shared + suffix)
 		keyBytes += prevLen
+		if prevLen > MaxKeyLen || keyBytes > maxBlockKeyBytes+MaxKeyLen {
+			return nil, fmt.Errorf("record %d: keys longer than a block may hold", i)
+		}
 		if len(q) < 1 {
 			return nil, fmt.Errorf("record %d: no kind", i)
 		}

@@ -48,7 +48,8 @@ type Saver struct {
 	stop      chan struct{} // closed by Close: the periodic loop ends
 	loopDone  chan struct{}
 	shutOnce  sync.Once
-	shutdown  chan struct{} // closed by Shutdown
+	shutdown  chan struct{}      // closed by Shutdown
+	retime    chan time.Duration // SetInterval to the periodic loop
 }
 
 // Status is what INFO persistence reports.
@@ -82,24 +83,43 @@ func NewSaver(store *Store, src Source, interval time.Duration, log *slog.Logger
 		stop:     make(chan struct{}),
 		loopDone: make(chan struct{}),
 		shutdown: make(chan struct{}),
+		retime:   make(chan time.Duration),
 	}
 	s.st = Status{LastSave: time.Now(), LastOK: true, LastBgDuration: -1, Interval: interval}
-	if interval > 0 {
-		go s.loop()
-	} else {
-		close(s.loopDone)
-	}
+	go s.loop()
 	return s
+}
+
+// SetInterval changes the time between periodic saves (0: off) from now on
+// (CONFIG SET save-interval).
+func (s *Saver) SetInterval(d time.Duration) {
+	s.mu.Lock()
+	s.st.Interval = d
+	s.mu.Unlock()
+	select {
+	case s.retime <- d:
+	case <-s.loopDone:
+	}
 }
 
 func (s *Saver) loop() {
 	defer close(s.loopDone)
-	t := time.NewTicker(s.interval)
+	t := time.NewTicker(time.Hour)
+	t.Stop()
+	if s.interval > 0 {
+		t.Reset(s.interval)
+	}
 	defer t.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
+		case d := <-s.retime:
+			t.Stop()
+			if d > 0 {
+				t.Reset(d)
+			}
+			continue
 		case <-t.C:
 		}
 		if s.dirty() && s.saving.TryLock() {
@@ -210,7 +230,13 @@ func (s *Saver) save(ctx context.Context, bg bool) error {
 	s.st.LastKeys = len(c.ents)
 	s.sizes = c.sizes()
 	s.st.Saves++
-	s.log.Debug("snapshot saved", "file", s.store.Path(), "keys", len(c.ents), "bytes", size, "duration", s.st.LastDuration, "background", bg)
+	// Periodic and BGSAVE saves log at debug level (one a second by
+	// default); SAVE, SHUTDOWN's and the final save are lifecycle events.
+	level := slog.LevelDebug
+	if !bg {
+		level = slog.LevelInfo
+	}
+	s.log.Log(ctx, level, "snapshot saved", "file", s.store.Path(), "keys", len(c.ents), "bytes", size, "duration", s.st.LastDuration, "background", bg)
 	return nil
 }
 

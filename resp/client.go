@@ -28,6 +28,7 @@ type client struct {
 	reqs    []engine.Request
 	res     []engine.Result
 	pending []pendingReply
+	st      connStats // the pipeline's command tally (stats.go)
 
 	mu       sync.Mutex
 	userName string // user's name for CLIENT LIST ("default" when none)

@@ -36,6 +36,7 @@ type ClusterStatus struct {
 	LastLogIndex  uint64
 	SnapshotIndex uint64
 	Nodes         []ClusterNode // the configuration, in its order
+	LeaderChanges uint64        // leaders observed since start (elections, hand-offs, losses)
 }
 
 // ClusterNode is one member of the configuration.
@@ -53,13 +54,20 @@ func init() {
 		container("rl.cluster", "A container for Raft cluster commands.", "cluster",
 			clusterSub("nodes", 2, "Lists the members: id raft_addr resp_addr flags, one per line.", cmdClusterNodes),
 			clusterSub("leader", 2, "Returns the leader's [id, raft_addr, resp_addr], or null while none is known.", cmdClusterLeader),
-			clusterSub("join", 4, "Adds a voting member: RL.CLUSTER JOIN node-id raft-host:port.", cmdClusterJoin),
-			clusterSub("remove", 3, "Removes a member: RL.CLUSTER REMOVE node-id.", cmdClusterRemove),
+			dangerous(clusterSub("join", 4, "Adds a voting member: RL.CLUSTER JOIN node-id raft-host:port.", cmdClusterJoin)),
+			dangerous(clusterSub("remove", 3, "Removes a member: RL.CLUSTER REMOVE node-id.", cmdClusterRemove)),
 			clusterSub("digest", 2, "Returns [applied_index, state_digest] of this replica.", cmdClusterDigest),
 		),
 		&command{name: "role", arity: 1, flags: []string{"noscript", "loading", "stale", "fast"}, acl: []string{"@admin", "@fast", "@dangerous"},
 			summary: "Returns the replication role.", group: "server", since: "2.8.12", handler: cmdRole},
 	)
+}
+
+// dangerous adds @dangerous to c's ACL categories: membership changes
+// can take the cluster down.
+func dangerous(c *command) *command {
+	c.acl = append(c.acl[:len(c.acl):len(c.acl)], "@dangerous")
+	return c
 }
 
 func clusterSub(name string, arity int, summary string, h func(*Server, *client, Cluster, [][]byte) outcome) *command {
@@ -266,6 +274,7 @@ func (s *Server) writeReplicationInfo(kv func(k string, v any)) {
 	kv("raft_applied_index", st.AppliedIndex)
 	kv("raft_last_log_index", st.LastLogIndex)
 	kv("raft_last_snapshot_index", st.SnapshotIndex)
+	kv("raft_leader_changes", st.LeaderChanges)
 	kv("raft_peers", len(st.Nodes))
 	for i, n := range st.Nodes {
 		suffrage := "voter"

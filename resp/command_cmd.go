@@ -91,6 +91,7 @@ func commandCommand() *command {
 			}},
 	)
 	c.flags = []string{"loading", "stale"}
+	c.acl = []string{"@slow", "@connection"} // as Redis's: clients call it at connect
 	// COMMAND with no subcommand lists every command.
 	inner := c.handler
 	c.arity = -1

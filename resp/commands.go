@@ -2,7 +2,6 @@ package resp
 
 import (
 	"context"
-	"crypto/subtle"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,13 +38,20 @@ func init() {
 			summary: "Returns information and statistics about the server.", group: "server", since: "1.0.0", handler: cmdInfo},
 		clientCommand(),
 		commandCommand(),
-		configCommand(),
+		configCommand(configSetCommand()),
 	)
 }
 
 func sub(parent, name string, arity int, flags []string, summary string, h func(*Server, *client, [][]byte) outcome) *command {
 	return &command{name: parent + "|" + name, arity: arity, flags: flags, acl: []string{"@slow", "@connection"},
 		summary: summary, group: "connection", since: "1.0.0", handler: h}
+}
+
+// admin gives c Redis's categories for an admin command (CLIENT LIST
+// shows every client's address): @admin @slow @dangerous @connection.
+func admin(c *command) *command {
+	c.acl = []string{"@admin", "@slow", "@dangerous", "@connection"}
+	return c
 }
 
 // container makes a command whose first argument names a subcommand.
@@ -99,22 +105,25 @@ func cmdEcho(_ *Server, c *client, args [][]byte) outcome {
 	return cmdOK
 }
 
-// checkPassword reports whether user/pass authenticate as the default user.
-func (s *Server) checkPassword(user, pass []byte) bool {
-	if user != nil && string(user) != "default" {
-		return false
+// authenticate returns the user that user/pass open (user nil: the
+// default user), counting a failure.
+func (s *Server) authenticate(user, pass []byte) *aclUser {
+	if user == nil {
+		user = []byte("default")
 	}
-	if s.cfg.RequirePass == "" {
-		return true // the default user has no password: any password works
+	u := s.acl.authenticate(user, pass)
+	if u == nil {
+		s.Stats.AuthFailures.Add(1)
+		s.warn("auth", "authentication failed", "user", sanitize(user, 64))
 	}
-	return subtle.ConstantTimeCompare(pass, []byte(s.cfg.RequirePass)) == 1
+	return u
 }
 
 func cmdAuth(s *Server, c *client, args [][]byte) outcome {
 	var user, pass []byte
 	switch len(args) {
 	case 2:
-		if s.cfg.RequirePass == "" {
+		if s.acl.defaultUser().nopass {
 			c.rep.error(errNoPassSet)
 			return cmdOK
 		}
@@ -125,12 +134,12 @@ func cmdAuth(s *Server, c *client, args [][]byte) outcome {
 		c.rep.error(errSyntax)
 		return cmdOK
 	}
-	if !s.checkPassword(user, pass) {
-		s.Stats.AuthFailures.Add(1)
+	u := s.authenticate(user, pass)
+	if u == nil {
 		c.rep.error(errWrongPass)
 		return cmdOK
 	}
-	s.setAuthed(c, true)
+	s.setUser(c, u)
 	c.rep.conn.WriteString("OK")
 	return cmdOK
 }
@@ -150,16 +159,14 @@ func cmdHello(s *Server, c *client, args [][]byte) outcome {
 		proto = int(v)
 	}
 	var name []byte
-	authed := c.authed
+	user := c.user
 	for i := 2; i < len(args); i++ {
 		switch {
 		case equalFold(args[i], "auth") && i+2 < len(args):
-			if !s.checkPassword(args[i+1], args[i+2]) {
-				s.Stats.AuthFailures.Add(1)
+			if user = s.authenticate(args[i+1], args[i+2]); user == nil {
 				c.rep.error(errWrongPass)
 				return cmdOK
 			}
-			authed = true
 			i += 2
 		case equalFold(args[i], "setname") && i+1 < len(args):
 			name = args[i+1]
@@ -173,11 +180,13 @@ func cmdHello(s *Server, c *client, args [][]byte) outcome {
 			return cmdOK
 		}
 	}
-	if !authed {
+	if user == nil {
 		c.rep.error(errHelloNoAuth)
 		return cmdOK
 	}
-	s.setAuthed(c, true)
+	if user != c.user {
+		s.setUser(c, user)
+	}
 	if proto != 0 {
 		c.setProto(proto)
 	}
@@ -231,7 +240,7 @@ func cmdQuitHandler(_ *Server, c *client, _ [][]byte) outcome {
 
 func cmdReset(s *Server, c *client, _ [][]byte) outcome {
 	c.setProto(2)
-	s.setAuthed(c, s.cfg.RequirePass == "")
+	s.setUser(c, s.initialUser())
 	c.mu.Lock()
 	c.name = ""
 	c.mu.Unlock()
@@ -334,7 +343,7 @@ func clientCommand() *command {
 			c.rep.verbatim(c.info(time.Now()) + "\n")
 			return cmdOK
 		}),
-		sub("client", "list", -2, []string{"noscript", "loading", "stale"}, "Lists open connections.", func(s *Server, c *client, args [][]byte) outcome {
+		admin(sub("client", "list", -2, []string{"admin", "noscript", "loading", "stale"}, "Lists open connections.", func(s *Server, c *client, args [][]byte) outcome {
 			var ids map[int64]bool
 			for i := 2; i < len(args); i++ {
 				switch {
@@ -376,21 +385,21 @@ func clientCommand() *command {
 			}
 			c.rep.verbatim(b.String())
 			return cmdOK
-		}),
+		})),
 	)
 }
 
 // CONFIG
 
-func configCommand() *command {
-	c := container("config", "A container for server configuration commands.", "server",
+func configCommand(more ...*command) *command {
+	c := container("config", "A container for server configuration commands.", "server", append([]*command{
 		&command{name: "config|get", arity: -3, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"},
 			summary: "Returns the effective values of configuration parameters.", group: "server", since: "2.0.0",
 			handler: func(s *Server, c *client, args [][]byte) outcome {
 				found := map[string]string{}
 				for _, p := range args[2:] {
 					pat := strings.ToLower(string(p))
-					for k, v := range s.cfg.Settings {
+					for k, v := range s.settings() {
 						if globMatch(pat, k) {
 							found[k] = v
 						}
@@ -407,77 +416,100 @@ func configCommand() *command {
 					c.rep.conn.WriteBulkString(found[k])
 				}
 				return cmdOK
-			}},
+			}}}, more...)...,
 	)
 	c.flags = []string{"admin"}
 	return c
 }
 
 // globMatch reports whether s matches the Redis glob pattern (*, ?, [...]
-// with ranges and ^ negation, \ escapes).
-func globMatch(pattern, s string) bool {
-	for len(pattern) > 0 {
-		switch pattern[0] {
-		case '*':
-			for len(pattern) > 1 && pattern[1] == '*' {
-				pattern = pattern[1:]
-			}
-			if len(pattern) == 1 {
-				return true
-			}
-			for i := 0; i <= len(s); i++ {
-				if globMatch(pattern[1:], s[i:]) {
+// with ranges and ^ negation, \ escapes). It backtracks only to the last
+// star, so it takes O(len(pattern)*len(s)) steps whatever the pattern
+// (ACL key patterns run on client-chosen keys).
+func globMatch[T string | []byte](pattern string, s T) bool {
+	p, i := 0, 0
+	starP, starI := -1, 0 // after the last star seen, and where its match ends
+	for i < len(s) || p < len(pattern) {
+		if p < len(pattern) {
+			if pattern[p] == '*' {
+				for p < len(pattern) && pattern[p] == '*' {
+					p++
+				}
+				if p == len(pattern) {
 					return true
 				}
+				starP, starI = p, i
+				continue
 			}
-			return false
-		case '?':
-			if len(s) == 0 {
-				return false
-			}
-			s = s[1:]
-			pattern = pattern[1:]
-		case '[':
-			if len(s) == 0 {
-				return false
-			}
-			end := strings.IndexByte(pattern[1:], ']')
-			if end < 0 {
-				return false
-			}
-			class := pattern[1 : 1+end]
-			pattern = pattern[2+end:]
-			neg := strings.HasPrefix(class, "^")
-			if neg {
-				class = class[1:]
-			}
-			match := false
-			for i := 0; i < len(class); i++ {
-				if i+2 < len(class) && class[i+1] == '-' {
-					if class[i] <= s[0] && s[0] <= class[i+2] {
-						match = true
+			if i < len(s) {
+				switch c := pattern[p]; c {
+				case '?', '[', '\\':
+					if n := globOne(pattern[p:], s[i]); n > 0 {
+						p += n
+						i++
+						continue
 					}
-					i += 2
-				} else if class[i] == s[0] {
-					match = true
+				default:
+					if c == s[i] {
+						p++
+						i++
+						continue
+					}
 				}
 			}
-			if match == neg {
-				return false
+		}
+		// Mismatch: let the last star take one more byte and retry.
+		if starP < 0 || starI >= len(s) {
+			return false
+		}
+		starI++
+		p, i = starP, starI
+	}
+	return true
+}
+
+// globOne matches c against the single-byte token at the start of pattern
+// (not a star) and returns the token's length, or 0 when c does not match.
+// An unterminated [ matches nothing.
+func globOne(pattern string, c byte) int {
+	switch pattern[0] {
+	case '?':
+		return 1
+	case '[':
+		end := strings.IndexByte(pattern[1:], ']')
+		if end < 0 {
+			return 0
+		}
+		class := pattern[1 : 1+end]
+		neg := strings.HasPrefix(class, "^")
+		if neg {
+			class = class[1:]
+		}
+		match := false
+		for k := 0; k < len(class); k++ {
+			if k+2 < len(class) && class[k+1] == '-' {
+				if class[k] <= c && c <= class[k+2] {
+					match = true
+				}
+				k += 2
+			} else if class[k] == c {
+				match = true
 			}
-			s = s[1:]
-		case '\\':
-			if len(pattern) > 1 {
-				pattern = pattern[1:]
+		}
+		if match == neg {
+			return 0
+		}
+		return 2 + end
+	case '\\':
+		if len(pattern) > 1 {
+			if pattern[1] == c {
+				return 2
 			}
-			fallthrough
-		default:
-			if len(s) == 0 || s[0] != pattern[0] {
-				return false
-			}
-			s = s[1:]
-			pattern = pattern[1:]
+			return 0
 		}
 	}
-	return len(s) == 0
+	if pattern[0] == c {
+		return 1
+	}
+	return 0
 }

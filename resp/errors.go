@@ -23,6 +23,8 @@ const (
 	errInternal     = "ERR internal error"
 	errShutdown     = "ERR server is shutting down"
 	errProtected    = "DENIED rlserver is running in protected mode because it listens on a non-loopback address and no password is set. In this mode connections are only accepted from the loopback interface. To accept clients from other hosts: 1) set a password with --requirepass (recommended), or 2) turn protected mode off with --protected-mode=false, making sure the server is not reachable from untrusted networks."
+	errNoPermKey    = "NOPERM No permissions to access a key"
+	errNotTLS       = "ERR Protocol error: this port accepts TLS connections only"
 	errHelloNoAuth  = "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
 )
 
@@ -81,6 +83,16 @@ func backendErrorText(err error) (string, bool) {
 		return be.WireText(), true
 	}
 	return "", false
+}
+
+// noPerm is Redis's text for a command the user may not run; a
+// subcommand is named container|sub.
+func noPerm(u *aclUser, c *command) string {
+	return "NOPERM User " + u.name + " has no permissions to run the '" + c.name + "' command"
+}
+
+func unknownCategory(cat []byte) string {
+	return "ERR Unknown category '" + sanitize(cat, 128) + "'"
 }
 
 func wrongArity(fullname string) string {

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -16,20 +18,29 @@ import (
 // follows, reported where clients look for a Redis version.
 const redisVersion = "7.4.0"
 
-var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "keyspace"}
+// infoSections are INFO's sections in Redis's order; INFO with no
+// argument (or "default") gives all but commandstats, as Redis does.
+var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "cpu", "commandstats", "errorstats", "keyspace"}
+
+// infoTitles are the section headers where they are not the capitalized
+// name.
+var infoTitles = map[string]string{"cpu": "CPU"}
 
 func cmdInfo(s *Server, c *client, args [][]byte) outcome {
 	want := map[string]bool{}
-	if len(args) == 1 {
-		for _, sec := range infoSections {
-			want[sec] = true
-		}
+	names := args[1:]
+	if len(names) == 0 {
+		names = [][]byte{[]byte("default")}
 	}
-	for _, a := range args[1:] {
+	for _, a := range names {
 		switch sec := strings.ToLower(string(a)); sec {
-		case "all", "default", "everything":
+		case "all", "everything":
 			for _, sec := range infoSections {
 				want[sec] = true
+			}
+		case "default":
+			for _, sec := range infoSections {
+				want[sec] = want[sec] || sec != "commandstats"
 			}
 		default:
 			want[sec] = true
@@ -43,7 +54,11 @@ func cmdInfo(s *Server, c *client, args [][]byte) outcome {
 		if b.Len() > 0 {
 			b.WriteString("\r\n")
 		}
-		b.WriteString("# " + strings.ToUpper(sec[:1]) + sec[1:] + "\r\n")
+		title := infoTitles[sec]
+		if title == "" {
+			title = strings.ToUpper(sec[:1]) + sec[1:]
+		}
+		b.WriteString("# " + title + "\r\n")
 		s.writeInfoSection(&b, sec)
 	}
 	c.rep.verbatim(b.String())
@@ -77,7 +92,10 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 		n := len(s.clients)
 		s.mu.Unlock()
 		kv("connected_clients", n)
-		kv("maxclients", s.cfg.MaxClients)
+		kv("cluster_connections", 0)
+		kv("maxclients", s.MaxClients())
+		kv("blocked_clients", 0)
+		kv("tracking_clients", 0)
 	case "memory":
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
@@ -93,10 +111,46 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 		kv("total_connections_received", st.ConnectionsReceived.Load())
 		kv("rejected_connections", st.RejectedConnections.Load())
 		kv("total_commands_processed", st.CommandsProcessed.Load())
+		inst := s.instantaneous()
+		kv("instantaneous_ops_per_sec", int64(inst[0]+0.5))
 		kv("total_error_replies", st.ErrorReplies.Load())
+		kv("expired_keys", s.ExpiredKeys())
+		kv("evicted_keys", 0)
 		kv("rl_allowed", st.Allowed.Load())
 		kv("rl_denied", st.Denied.Load())
+		kv("rl_instantaneous_allowed_per_sec", int64(inst[1]+0.5))
+		kv("rl_instantaneous_denied_per_sec", int64(inst[2]+0.5))
 		kv("acl_access_denied_auth", st.AuthFailures.Load())
+		kv("acl_access_denied_cmd", st.ACLDeniedCmd.Load())
+		kv("acl_access_denied_key", st.ACLDeniedKey.Load())
+	case "cpu":
+		var ru syscall.Rusage
+		if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+			kv("used_cpu_sys", fmt.Sprintf("%.6f", tvSeconds(ru.Stime)))
+			kv("used_cpu_user", fmt.Sprintf("%.6f", tvSeconds(ru.Utime)))
+		}
+		kv("used_cpu_sys_children", "0.000000")
+		kv("used_cpu_user_children", "0.000000")
+	case "commandstats":
+		for _, cs := range s.CommandStats() {
+			usec := int64(cs.Latency.SumSeconds * 1e6)
+			line := fmt.Sprintf("calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=%d,failed_calls=%d",
+				cs.Calls, usec, usecPerCall(cs.Latency.SumSeconds, cs.Calls), cs.Rejected, cs.Failed)
+			if cs.Allowed+cs.Denied > 0 {
+				line += fmt.Sprintf(",rl_allowed=%d,rl_denied=%d", cs.Allowed, cs.Denied)
+			}
+			kv("cmdstat_"+cs.Name, line)
+		}
+	case "errorstats":
+		errs := s.ErrorStats()
+		codes := make([]string, 0, len(errs))
+		for code := range errs {
+			codes = append(codes, code)
+		}
+		sort.Strings(codes)
+		for _, code := range codes {
+			kv("errorstat_"+code, "count="+strconv.FormatInt(errs[code], 10))
+		}
 	case "persistence":
 		s.writePersistenceInfo(kv)
 	case "replication":
@@ -107,6 +161,20 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 			kv("db0", fmt.Sprintf("keys=%d,expires=%d,avg_ttl=0", n, n))
 		}
 	}
+}
+
+func tvSeconds(tv syscall.Timeval) float64 {
+	return float64(tv.Sec) + float64(tv.Usec)/1e6
+}
+
+// ExpiredKeys counts the keys the background sweep dropped: the
+// standalone sweeper's count, or a replicated backend's.
+func (s *Server) ExpiredKeys() int64 {
+	n := s.Stats.ExpiredKeys.Load()
+	if b, ok := s.backend.(interface{ ExpiredKeys() int64 }); ok {
+		n += b.ExpiredKeys()
+	}
+	return n
 }
 
 func humanBytes(n uint64) string {

@@ -12,12 +12,16 @@ type replier struct {
 	conn    redcon.Conn
 	resp3   bool
 	scratch []byte
-	errors  int64 // error replies written since the server last counted them
+	errors  int64       // error replies written since the server last counted them
+	errs    *errorStats // counts them by code; nil: not counted
 }
 
 // error writes an error reply and counts it for INFO.
 func (r *replier) error(text string) {
 	r.errors++
+	if r.errs != nil {
+		r.errs.add(text)
+	}
 	r.conn.WriteError(text)
 }
 

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"sync"
@@ -51,6 +52,11 @@ type Config struct {
 	ProtectedMode bool
 	Version       string            // rlserver's version, reported by INFO and HELLO
 	Settings      map[string]string // CONFIG GET answers: setting name -> value
+	// ConfigSet applies a CONFIG SET the edge does not handle itself
+	// (log level, save interval); handled is false for a setting it does
+	// not know. Nil: only the edge's own settings can change.
+	ConfigSet func(name, value string) (handled bool, err error)
+	Logger    *slog.Logger // lifecycle and rate-limited client warnings; nil: none
 }
 
 // Stats are the server's counters, read by INFO.
@@ -64,6 +70,7 @@ type Stats struct {
 	ACLDeniedCmd        atomic.Int64 // commands refused: the user may not run them
 	ACLDeniedKey        atomic.Int64 // commands refused: a key outside the user's patterns
 	RejectedConnections atomic.Int64
+	ExpiredKeys         atomic.Int64 // dropped by the background sweep (SweepCounting)
 }
 
 // Server serves the Redis protocol on one listener.
@@ -74,6 +81,18 @@ type Server struct {
 	openAuth bool // connections start as the default user (on, nopass)
 	started  time.Time
 	Stats    Stats
+
+	// Per-command counters and the denied-keys summary (stats.go, top.go).
+	cmdStats     []cmdStats // by command id
+	batchLatency histogram
+	errStats     errorStats
+	top          topKeys
+	ops          opsSampler
+	maxKeyLen    atomic.Int64 // Config.MaxKeyLen, changed by CONFIG SET
+
+	settingsMu sync.RWMutex // guards cfg.Settings: CONFIG SET writes it
+	warnMu     sync.Mutex
+	warns      map[string]*warnState // by kind (config_cmd.go)
 
 	nextID atomic.Int64
 
@@ -109,15 +128,18 @@ func New(cfg Config, backend Backend) *Server {
 	if cfg.ACL == nil {
 		cfg.ACL = DefaultACL(cfg.RequirePass)
 	}
-	return &Server{
+	s := &Server{
 		cfg:      cfg,
 		backend:  backend,
 		acl:      cfg.ACL,
 		openAuth: cfg.ACL.open(),
 		started:  time.Now(),
+		cmdStats: make([]cmdStats, len(byID)),
 		clients:  make(map[int64]*client),
 		conns:    make(map[*conn]struct{}),
 	}
+	s.maxKeyLen.Store(int64(cfg.MaxKeyLen))
+	return s
 }
 
 // Serve answers connections on ln until Shutdown. It returns nil after a
@@ -131,6 +153,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		return errors.New("server is shut down")
 	}
 	s.lns = append(s.lns, ln)
+	s.startSampler()
 	s.mu.Unlock()
 	gl := GuardListener(ln, s.cfg.Guard)
 	for {
@@ -150,6 +173,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		if s.cfg.ProtectedMode && s.openAuth && !isLoopback(nc.RemoteAddr()) {
 			s.Stats.RejectedConnections.Add(1)
+			s.warn("protected-mode", "connection refused: protected mode (no password, client not on loopback)", "client", nc.RemoteAddr().String())
 			refuseAsync(nc, errProtected)
 			continue
 		}
@@ -168,6 +192,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		if len(s.conns) >= s.cfg.MaxClients {
 			s.mu.Unlock()
 			s.Stats.RejectedConnections.Add(1)
+			s.warn("maxclients", "connection refused: maxclients reached", "client", nc.RemoteAddr().String(), "maxclients", s.MaxClients())
 			refuseAsync(nc, "ERR max number of clients reached")
 			continue
 		}
@@ -197,11 +222,13 @@ func (s *Server) serveConn(c *conn) {
 	}
 	cl := newClient(s.nextID.Add(1), c)
 	cl.user = s.initialUser()
+	cl.rep.errs = &s.errStats
 	s.mu.Lock()
 	s.clients[cl.id] = cl
 	s.mu.Unlock()
 	defer func() {
 		c.nc.Close()
+		cl.st.top.flush(&s.top, time.Now())
 		s.mu.Lock()
 		delete(s.clients, cl.id)
 		delete(s.conns, c)
@@ -211,6 +238,7 @@ func (s *Server) serveConn(c *conn) {
 		cmds, err := c.readPipeline()
 		if err != nil {
 			if errors.Is(err, errQueryBuffer) {
+				s.warn("query-buffer", "client closed: query buffer limit exceeded", "client", c.addr)
 				c.WriteError("ERR Protocol error: query buffer limit exceeded")
 				c.wr.Flush()
 			}
@@ -247,6 +275,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.closing = true
 	s.stop.Store(true)
+	s.stopSampler()
 	for _, ln := range s.lns {
 		ln.Close()
 	}
@@ -277,10 +306,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // handle runs a pipeline as one batch.
 func (s *Server) handle(c *client, cmds [][][]byte) outcome {
+	start := time.Now()
 	last := cmdOK
 	n := 0
 	for _, args := range cmds {
-		if len(args) == 1 && &args[0][0] == &unbalancedQuotes[0] {
+		if len(args) == 1 && len(args[0]) == len(unbalancedQuotes) && &args[0][0] == &unbalancedQuotes[0] {
 			s.flushBatch(c)
 			c.rep.error("ERR Protocol error: unbalanced quotes in request")
 			last = cmdQuit
@@ -298,8 +328,10 @@ func (s *Server) handle(c *client, cmds [][][]byte) outcome {
 		s.Stats.ErrorReplies.Add(c.rep.errors)
 		c.rep.errors = 0
 	}
+	end := time.Now()
+	s.mergeStats(c, end.Sub(start), end)
 	c.mu.Lock()
-	c.lastAt = time.Now()
+	c.lastAt = end
 	c.mu.Unlock()
 	return last
 }
@@ -327,22 +359,26 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 		return cmdOK
 	}
 	if !cmd.arityOK(len(args)) {
+		c.st.at(cmd.id).rejected++
 		s.reply(c, wrongArity(cmd.name))
 		return cmdOK
 	}
 	if !cmd.noAuth {
 		u := c.user
 		if u == nil {
+			c.st.at(cmd.id).rejected++
 			s.reply(c, errNoAuth)
 			return cmdOK
 		}
 		if text := s.checkACL(c, u, cmd, args); text != "" {
+			c.st.at(cmd.id).rejected++
 			s.reply(c, text)
 			return cmdOK
 		}
 	}
 	if cmd.firstKey > 0 {
 		if text := s.checkKeys(cmd, args); text != "" {
+			c.st.at(cmd.id).rejected++
 			s.reply(c, text)
 			return cmdOK
 		}
@@ -361,7 +397,14 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 	c.mu.Lock()
 	c.lastCmd = cmd.name
 	c.mu.Unlock()
-	return cmd.handler(s, c, args)
+	errs := c.rep.errors
+	out := cmd.handler(s, c, args)
+	t := c.st.at(cmd.id)
+	t.calls++
+	if c.rep.errors != errs {
+		t.failed++
+	}
+	return out
 }
 
 // checkKeys refuses keys longer than MaxKeyLen before they reach a backend.
@@ -371,9 +414,9 @@ func (s *Server) checkKeys(cmd *command, args [][]byte) string {
 		last += len(args)
 	}
 	for i := cmd.firstKey; i <= last && i < len(args); i += cmd.keyStep {
-		if len(args[i]) > s.cfg.MaxKeyLen {
+		if limit := s.maxKeyLen.Load(); int64(len(args[i])) > limit {
 			return "ERR key is too long: " + strconv.Itoa(len(args[i])) + " bytes, the limit is " +
-				strconv.Itoa(s.cfg.MaxKeyLen) + " (max-key-len)"
+				strconv.FormatInt(limit, 10) + " (max-key-len)"
 		}
 	}
 	return ""
@@ -421,6 +464,11 @@ func (s *Server) flushBatch(c *client) {
 	}
 	var allowed, denied int64
 	for _, p := range c.pending {
+		var t *connTally
+		if p.cmd != nil {
+			t = c.st.at(p.cmd.id)
+			t.calls++
+		}
 		switch {
 		case p.errText != "":
 			c.rep.error(p.errText)
@@ -430,11 +478,20 @@ func (s *Server) flushBatch(c *client) {
 			res := c.res[p.first : p.first+p.n]
 			if err := firstErr(res); err != nil {
 				c.rep.error(engineErrorText(err))
-				continue
+				break
 			}
 			a, d := p.cmd.render(&c.rep, res)
 			allowed += a
 			denied += d
+			t.allowed += a
+			t.denied += d
+			if d > 0 {
+				c.st.deny(c.reqs[p.first].Key)
+			}
+			continue
+		}
+		if t != nil {
+			t.failed++
 		}
 	}
 	if allowed > 0 {

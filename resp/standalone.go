@@ -2,6 +2,7 @@ package resp
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/rlserver/rlserver/engine"
@@ -31,6 +32,12 @@ func (b Standalone) Flush(ctx context.Context) error { return b.Engine.Flush(ctx
 // while more than a quarter of the sample had expired (as Redis's active
 // expiry does), so an expiry wave is reclaimed quickly without long stalls.
 func Sweep(ctx context.Context, e *engine.Engine, interval time.Duration, budget int) {
+	SweepCounting(ctx, e, interval, budget, nil)
+}
+
+// SweepCounting is Sweep, adding the keys it drops to expired (INFO's
+// expired_keys: Stats.ExpiredKeys) unless it is nil.
+func SweepCounting(ctx context.Context, e *engine.Engine, interval time.Duration, budget int, expired *atomic.Int64) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -41,6 +48,9 @@ func Sweep(ctx context.Context, e *engine.Engine, interval time.Duration, budget
 		}
 		for range 100 {
 			examined, dropped, err := e.Sweep(ctx, nowNanos(), budget)
+			if expired != nil {
+				expired.Add(int64(dropped))
+			}
 			if err != nil || dropped*4 <= examined {
 				break
 			}

@@ -16,7 +16,13 @@ type command struct {
 	summary  string   // COMMAND DOCS
 	group    string   // COMMAND DOCS
 	since    string   // COMMAND DOCS
-	noAuth   bool     // allowed before AUTH
+	noAuth   bool     // allowed before AUTH, and to every ACL user
+
+	// id indexes the command's bit in an ACL user's permission bitmap
+	// (acl.go); subcommands have their own. Assigned by register.
+	id      int
+	parent  *command // the container of a subcommand
+	keyPerm keyPerm  // the access its keys need from a user's key patterns
 
 	// A limiter command appends its engine requests to reqs (or returns an
 	// error reply) and later renders the results; it reports how many
@@ -40,6 +46,10 @@ func (c *command) arityOK(n int) bool {
 // commands is the command table, filled by register at start-up.
 var commands = map[string]*command{}
 
+// byID lists every command and subcommand by id. It is complete once the
+// package's init functions have run, before any ACL is built.
+var byID []*command
+
 // register adds commands to the table; a duplicate name is a programming
 // error and panics at start-up.
 func register(cmds ...*command) {
@@ -51,6 +61,24 @@ func register(cmds ...*command) {
 			panic("resp: command " + c.name + " needs either batch+render or handler")
 		}
 		commands[c.name] = c
+		addID(c)
+		for _, sc := range c.subcommands {
+			sc.parent = c
+			addID(sc)
+		}
+	}
+}
+
+func addID(c *command) {
+	c.id = len(byID)
+	byID = append(byID, c)
+	switch {
+	case hasFlag(c, "readonly"):
+		c.keyPerm = keyRead
+	case c.name == "del" || c.name == "unlink" || c.name == "rl.reset":
+		c.keyPerm = keyWrite
+	default:
+		c.keyPerm = keyRead | keyWrite
 	}
 }
 

@@ -1,0 +1,222 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/rlserver/rlserver/engine"
+)
+
+// FuzzDecodeEntry gives arbitrary bytes to the log entry decoder. The FSM
+// panics on an entry that does not decode (by design: a replica that cannot
+// apply the log halts), so the error-returning decodeEntry beneath it is
+// fuzzed, along with the forwarding decoders that share its code
+// (decodeRequests validates forwarded batches before they reach the log;
+// decodeResults reads the leader's replies on a follower):
+//
+//   - no input panics a decoder; a refusal is errCorrupt;
+//   - an accepted entry re-encodes to an entry that decodes the same;
+//   - every request an accepted entry holds is one the engine's
+//     constructors could have built. decodeRequests is the only check
+//     between a forwarded batch and the log, and the engine trusts its
+//     requests (they are built by validating constructors): a request that
+//     no constructor builds can panic a shard on every replica;
+//   - an accepted entry whose requests pass that check applies through the
+//     FSM without a panic.
+//
+// The crashers kept in testdata are requests the decoder used to accept
+// (it checked framing only) and that panic a shard: an unknown op, a zero
+// window, a zero emission interval, a negative RL.LOG cost.
+func FuzzDecodeEntry(f *testing.F) {
+	valid := []engine.Request{
+		entryFuzzMust(engine.TokenBucket([]byte("k"), 10, 1, 1)),
+		entryFuzzMust(engine.Throttle([]byte("t"), 5, 10, 60e9, 1)),
+		entryFuzzMust(engine.GCRA([]byte("g"), 5, 10, 60, 1)),
+		entryFuzzMust(engine.Fixed([]byte("f"), 10, 1000, 1)),
+		entryFuzzMust(engine.Sliding([]byte("s"), 10, 1000, 2)),
+		entryFuzzMust(engine.Log([]byte("l"), 10, 1000, 3)),
+		entryFuzzMust(engine.Shape([]byte("q"), 10, 100, 0)),
+		{Op: engine.OpDel, Key: []byte("k")},
+		{Op: engine.OpExists, Key: []byte("")},
+		{Op: engine.OpTTL, Key: []byte("\x00\xff")},
+	}
+	f.Add(batchEntry(1_700_000_000_000_000_000, valid...))
+	f.Add(batchEntry(-1, valid[0]))
+	f.Add(batchEntry(0))
+	f.Add(appendEntryHeader(nil, cmdFlush, 1_700_000_000_000_000_000))
+	f.Add(appendEntryHeader(nil, cmdLen, 42))
+	f.Add([]byte{cmdBatch, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add([]byte{})
+	f.Add([]byte{99, 2})
+	f.Add(appendResults(nil, []engine.Result{{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 1e9, Err: engine.ErrWrongType}}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		// The forwarding decoders: no panic, and only errCorrupt.
+		if _, err := decodeResults(data); err != nil && !errors.Is(err, errCorrupt) {
+			t.Fatalf("decodeResults: %v is not errCorrupt", err)
+		}
+		if count, n := binary.Uvarint(data); n > 0 {
+			if _, err := decodeRequests(data[n:], count); err != nil && !errors.Is(err, errCorrupt) {
+				t.Fatalf("decodeRequests: %v is not errCorrupt", err)
+			}
+		}
+
+		e, err := decodeEntry(data)
+		if err != nil {
+			if !errors.Is(err, errCorrupt) {
+				t.Fatalf("decodeEntry: %v is not errCorrupt", err)
+			}
+			return
+		}
+		again := appendEntryHeader(nil, e.cmd, e.nowNanos)
+		if e.cmd == cmdBatch {
+			again = binary.AppendUvarint(again, uint64(len(e.reqs)))
+			again = appendRequests(again, e.reqs)
+		}
+		e2, err := decodeEntry(again)
+		if err != nil || !entryFuzzSame(e, e2) {
+			t.Fatalf("entry %+v re-encodes to %x, which decodes to %+v, %v", e, again, e2, err)
+		}
+		for i := range e.reqs {
+			if why := entryFuzzUnbuildable(&e.reqs[i]); why != "" {
+				t.Fatalf("decodeEntry accepts request %d %+v, which no engine constructor builds (%s): "+
+					"a forwarded batch holding it passes handleForward's check, reaches the log, "+
+					"and the FSM applies it on every replica", i, e.reqs[i], why)
+			}
+		}
+		entryFuzzApply(t, data)
+	})
+}
+
+func entryFuzzMust(r engine.Request, err error) engine.Request {
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+func entryFuzzSame(a, b entry) bool {
+	if a.cmd != b.cmd || a.nowNanos != b.nowNanos || len(a.reqs) != len(b.reqs) {
+		return false
+	}
+	for i := range a.reqs {
+		x, y := &a.reqs[i], &b.reqs[i]
+		if !bytes.Equal(x.Key, y.Key) || x.Op != y.Op || x.ReadOnly != y.ReadOnly ||
+			x.Interval != y.Interval || x.Limit != y.Limit || x.Window != y.Window || x.Cost != y.Cost {
+			return false
+		}
+	}
+	return true
+}
+
+// entryFuzzUnbuildable says why no constructor of the engine builds r
+// (their documented bounds), or "" when one can.
+func entryFuzzUnbuildable(r *engine.Request) string {
+	switch r.Op {
+	case engine.OpDel, engine.OpExists, engine.OpTTL:
+		return ""
+	case engine.OpGCRA, engine.OpShape:
+		switch {
+		case r.Interval < 1:
+			return "emission interval below 1 ns"
+		case r.Limit < 1:
+			return "capacity below 1"
+		case r.Limit > engine.MaxDuration/r.Interval:
+			return "capacity*interval above MaxDuration"
+		}
+	case engine.OpFixed, engine.OpSliding, engine.OpLog:
+		maxLimit := engine.MaxLimit
+		if r.Op == engine.OpLog {
+			maxLimit = engine.MaxLogLimit
+		}
+		switch {
+		case r.Limit < 1 || r.Limit > maxLimit:
+			return fmt.Sprintf("limit outside [1, %d]", maxLimit)
+		case r.Window < 1 || r.Window > engine.MaxDuration:
+			return "window outside [1, MaxDuration]"
+		}
+	default:
+		return fmt.Sprintf("unknown op %d", r.Op)
+	}
+	if r.Cost < 0 {
+		return "negative cost"
+	}
+	return ""
+}
+
+var (
+	entryFuzzOnce   sync.Once
+	entryFuzzEngine *engine.Engine
+)
+
+// entryFuzzApply applies a decodable entry through a fresh FSM over a
+// shared engine (one per fuzzing process), emptied afterwards.
+func entryFuzzApply(t *testing.T, data []byte) {
+	entryFuzzOnce.Do(func() { entryFuzzEngine = engine.New(2) })
+	f := newFSM(entryFuzzEngine)
+	res := f.Apply(&raft.Log{Index: 1, Term: 1, Type: raft.LogCommand, Data: data})
+	if br, ok := res.(*batchResult); ok {
+		for i, r := range br.res {
+			if r.Err != nil && r.Err != engine.ErrWrongType {
+				t.Fatalf("result %d: error %v", i, r.Err)
+			}
+		}
+	}
+	if err := entryFuzzEngine.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBugForwardedInvalidRequestHaltsReplicas pins what the crashers of
+// FuzzDecodeEntry mean end to end: a follower (or anything that can reach
+// the cluster port) forwards a batch whose request decodes but is not one
+// the engine's constructors build (here an unknown op). handleForward's
+// check is decodeRequests, which checks framing only, so the leader
+// appends the batch and applies it, and the engine panics on its shard
+// goroutine: the leader dies, and so does every replica that applies the
+// entry, on every restart. The batch must be refused (statusBadRequest)
+// like an undecodable one. The cluster runs in a child process, whose
+// crash is then a failure here rather than the end of the test binary.
+func TestBugForwardedInvalidRequestHaltsReplicas(t *testing.T) {
+	if os.Getenv("RLSERVER_FORWARD_CHILD") == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestBugForwardedInvalidRequestHaltsReplicas$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "RLSERVER_FORWARD_CHILD=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("the cluster in the child process failed (%v):\n%s", err, out)
+		}
+		return
+	}
+	c := newCluster(t, 1, nil)
+	l := c.leader()
+	p, err := dialPeer(raft.ServerAddress(l.addr), time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, r := range []engine.Request{
+		{Op: 48, Key: []byte("k"), Interval: 1, Limit: 1, Window: 1, Cost: 1},
+		{Op: engine.OpFixed, Key: []byte("k"), Limit: 10, Cost: 1},
+	} {
+		payload := appendRequest([]byte{1}, &r)
+		resp, err := p.call(ctx, msgBatch, payload)
+		if err != nil || resp.status != statusBadRequest {
+			t.Errorf("forwarded %+v: status %d, %v; want statusBadRequest", r, resp.status, err)
+		}
+	}
+	// The leader still serves.
+	good := appendRequest([]byte{1}, ptr(allow(t, "k", 5, 1, 1)))
+	if resp, err := p.call(ctx, msgBatch, good); err != nil || resp.status != statusOK {
+		t.Fatalf("good batch after the bad ones: status %d, %v", resp.status, err)
+	}
+}

@@ -1,0 +1,329 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/metrics"
+	"github.com/rlserver/rlserver/resp"
+	"github.com/rlserver/rlserver/statuspage"
+)
+
+// Operations: the metrics address (Prometheus, status page, health), the
+// log format, the config file and the health check.
+type opsOptions struct {
+	metricsAddr string
+	logFormat   string
+	configFile  string
+	healthcheck bool
+
+	settings map[string]string // every flag's effective value, for CONFIG GET
+}
+
+func addOpsFlags(fs *flag.FlagSet, o *opsOptions) {
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (/metrics), the status page (/), /healthz and /readyz on this address (empty: off)")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&o.configFile, "config", "", "config file: one setting per line, 'name value' with the flags' names (# comments); the environment and flags override it")
+	fs.BoolVar(&o.healthcheck, "healthcheck", false, "check that the server on --addr answers PING (with --requirepass), exit 0 if so, 1 if not; for Docker and Kubernetes probes")
+}
+
+func (o opsOptions) check() error {
+	switch o.logFormat {
+	case "text", "json":
+	default:
+		return fmt.Errorf("invalid value %q for --log-format: use text or json", o.logFormat)
+	}
+	return nil
+}
+
+// envName is the environment variable of a flag: RL_ and the name in upper
+// case with '-' as '_'.
+func envName(flagName string) string {
+	return "RL_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// configPath finds --config on the command line (it wins) or RL_CONFIG,
+// before the flags are parsed, since the file's values must be set first.
+func configPath(args []string) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "config" {
+			continue
+		}
+		if hasValue {
+			return value
+		}
+		if i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return os.Getenv("RL_CONFIG")
+}
+
+// applyConfigFile sets the flags named in the config file. It runs before
+// the environment and the command line are applied, so both override it.
+// The file has one setting per line: a flag's name (without dashes), then
+// its value after spaces or '=', optionally in double quotes; '#' starts a
+// comment line. Booleans also take yes/no, as in redis.conf.
+func applyConfigFile(fs *flag.FlagSet, path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("config file: %v", errors.Unwrap(err))
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		name, value := text, ""
+		if i := strings.IndexAny(text, " \t="); i >= 0 {
+			name = text[:i]
+			value = strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(text[i:]), "="))
+		}
+		name = strings.TrimLeft(name, "-")
+		if len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
+			if v, err := strconv.Unquote(value); err == nil {
+				value = v
+			}
+		}
+		fl := fs.Lookup(name)
+		if fl == nil || name == "config" || name == "healthcheck" || name == "version" {
+			return fmt.Errorf("config file %s line %d: unknown setting %q", path, line, name)
+		}
+		if err := fl.Value.Set(boolWord(fl, value)); err != nil {
+			return fmt.Errorf("config file %s line %d: invalid value %q for %s: %v", path, line, value, name, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("config file %s: %v", path, err)
+	}
+	return nil
+}
+
+// boolWord turns redis.conf's yes/no into true/false for a boolean flag.
+func boolWord(fl *flag.Flag, v string) string {
+	if b, ok := fl.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		switch strings.ToLower(v) {
+		case "yes":
+			return "true"
+		case "no":
+			return "false"
+		}
+	}
+	return v
+}
+
+// flagSettings lists every flag's effective value under its name, for
+// CONFIG GET (secrets are not shown).
+func flagSettings(fs *flag.FlagSet) map[string]string {
+	out := map[string]string{}
+	fs.VisitAll(func(f *flag.Flag) {
+		switch f.Name {
+		case "requirepass", "healthcheck", "version":
+			return
+		}
+		v := f.Value.String()
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			v = map[string]string{"true": "yes", "false": "no"}[v]
+		}
+		out[f.Name] = v
+	})
+	return out
+}
+
+// newLogger returns the process's logger, whose level CONFIG SET loglevel
+// changes through level.
+func newLogger(w io.Writer, format string, level *slog.LevelVar) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// opsState is what CONFIG SET changes outside resp.
+type opsState struct {
+	level *slog.LevelVar
+	snaps *snapshots // nil in cluster mode
+}
+
+// configSet applies a CONFIG SET of a setting that lives outside resp; ok
+// is false for a name it does not handle.
+func (st *opsState) configSet(name, value string) (ok bool, err error) {
+	switch name {
+	case "loglevel", "log-level":
+		l, err := parseLevel(value)
+		if err != nil {
+			return true, err
+		}
+		st.level.Set(l)
+		return true, nil
+	case "save-interval":
+		if st.snaps == nil {
+			return true, errors.New("no snapshots in cluster mode")
+		}
+		d, err := time.ParseDuration(value)
+		if err != nil || d < 0 {
+			return true, errors.New("must be a duration such as 1s or 500ms, or 0 (off)")
+		}
+		st.snaps.saver.SetInterval(d)
+		return true, nil
+	}
+	return false, nil
+}
+
+// opsServer is the HTTP server on --metrics-addr.
+type opsServer struct {
+	srv  *http.Server
+	page *statuspage.Page
+	addr string
+	done chan struct{}
+}
+
+// startOps listens on --metrics-addr and serves /metrics, /healthz,
+// /readyz and the status page until stop. It returns nil when the address
+// is empty.
+func startOps(ctx context.Context, addr string, srv *resp.Server, eng *engine.Engine, backend resp.Backend, password string, log *slog.Logger) (*opsServer, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Err != nil {
+			err = op.Err
+		}
+		return nil, fmt.Errorf("cannot listen on %s (--metrics-addr): %v", addr, err)
+	}
+	page := statuspage.New(statuspage.Source{Server: srv, Backend: backend, Version: version, Password: password})
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler(metrics.Sources{Server: srv, Engine: eng, Backend: backend, Version: version}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if cl, ok := backend.(resp.Cluster); ok && cl.ClusterStatus().LeaderID == "" {
+			http.Error(w, "no leader known", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	})
+	mux.Handle("/", page.Handler())
+	o := &opsServer{
+		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
+		page: page,
+		addr: ln.Addr().String(),
+		done: make(chan struct{}),
+	}
+	go page.Run(ctx)
+	go func() {
+		defer close(o.done)
+		if err := o.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server stopped", "addr", o.addr, "err", err)
+		}
+	}()
+	log.Info("listening", "what", "metrics, status page, health", "addr", o.addr,
+		"metrics", "http://"+o.addr+"/metrics", "status", "http://"+o.addr+"/")
+	return o, nil
+}
+
+// stop ends the HTTP server (nil: nothing to do).
+func (o *opsServer) stop() {
+	if o == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	o.srv.Shutdown(ctx)
+	<-o.done
+}
+
+// healthcheck PINGs the server on --addr (127.0.0.1 when it listens on
+// every interface), authenticating with --requirepass, and reports
+// whether it answered PONG. With TLS on --addr and no --tls-addr it speaks
+// TLS, presenting the server's own certificate (accepted by a CA that
+// requires client certificates) and not checking the server's name.
+func healthcheck(o options, out io.Writer) int {
+	addr := o.addr
+	host, port, err := net.SplitHostPort(addr)
+	if err == nil && (host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified()) {
+		addr = net.JoinHostPort("127.0.0.1", port)
+	}
+	var c net.Conn
+	d := net.Dialer{Timeout: 2 * time.Second}
+	if o.security.tlsOn() && o.security.tlsAddr == "" {
+		cfg := &tls.Config{InsecureSkipVerify: true}
+		if cert, err := tls.LoadX509KeyPair(o.security.tlsCertFile, o.security.tlsKeyFile); err == nil {
+			cfg.Certificates = []tls.Certificate{cert}
+		}
+		c, err = tls.DialWithDialer(&d, "tcp", addr, cfg)
+	} else {
+		c, err = d.Dial("tcp", addr)
+	}
+	if err != nil {
+		fmt.Fprintln(out, "unhealthy:", err)
+		return 1
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	req := "*1\r\n$4\r\nPING\r\n"
+	if o.requirePass != "" {
+		req = fmt.Sprintf("*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n", len(o.requirePass), o.requirePass) + req
+	}
+	if _, err := io.WriteString(c, req); err != nil {
+		fmt.Fprintln(out, "unhealthy:", err)
+		return 1
+	}
+	r := bufio.NewReader(c)
+	if o.requirePass != "" {
+		if line, err := r.ReadString('\n'); err != nil || line != "+OK\r\n" {
+			fmt.Fprintf(out, "unhealthy: AUTH: %q %v\n", strings.TrimSpace(line), err)
+			return 1
+		}
+	}
+	line, err := r.ReadString('\n')
+	if err != nil || line != "+PONG\r\n" {
+		fmt.Fprintf(out, "unhealthy: PING: %q %v\n", strings.TrimSpace(line), err)
+		return 1
+	}
+	fmt.Fprintln(out, "healthy")
+	return 0
+}
+
+// applySettings adds every flag's value to CONFIG GET's answers, keeping
+// the Redis-named ones already there.
+func (o opsOptions) applySettings(cfg *resp.Config) {
+	names := make([]string, 0, len(o.settings))
+	for k := range o.settings {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if _, ok := cfg.Settings[k]; !ok {
+			cfg.Settings[k] = o.settings[k]
+		}
+	}
+}

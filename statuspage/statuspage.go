@@ -1,0 +1,352 @@
+// Package statuspage serves rlserver's status page on the metrics address:
+// live allowed/denied rates over the last minutes drawn as a chart, the
+// keys denied most, and in a cluster the members, the leader and their
+// applied indexes. The page is plain HTML, JavaScript and SVG embedded in
+// the binary (no external assets); it polls /api/status, a JSON document
+// the package builds from the server's counters.
+package statuspage
+
+import (
+	"bufio"
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rlserver/rlserver/resp"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Source is what the page shows. Server is required.
+type Source struct {
+	Server  *resp.Server
+	Backend resp.Backend // a resp.Cluster in cluster mode
+	Version string
+	// Password authenticates the ROLE the page sends to the other members
+	// for their applied indexes (empty: none).
+	Password string
+}
+
+// Step is the time between two points of the rate series; History is how
+// many points are kept (ten minutes).
+const (
+	Step    = time.Second
+	History = 600
+)
+
+// Page is the status page and its rate sampler.
+type Page struct {
+	src Source
+
+	mu      sync.Mutex
+	last    sample // the totals at the previous tick
+	points  []point
+	members map[string]memberView // by node id: what ROLE said, cached
+	asked   time.Time
+}
+
+type sample struct {
+	at              time.Time
+	allowed, denied int64
+}
+
+type point struct {
+	T       int64   `json:"t"` // Unix ms at the end of the step
+	Allowed float64 `json:"allowed"`
+	Denied  float64 `json:"denied"`
+}
+
+// New returns the page of src. Call Run to sample rates.
+func New(src Source) *Page {
+	p := &Page{src: src}
+	p.last = p.read(time.Now())
+	return p
+}
+
+func (p *Page) read(now time.Time) sample {
+	st := &p.src.Server.Stats
+	return sample{at: now, allowed: st.Allowed.Load(), denied: st.Denied.Load()}
+}
+
+// Run samples the allowed and denied rates every Step until ctx ends.
+func (p *Page) Run(ctx context.Context) {
+	t := time.NewTicker(Step)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			p.tick(now)
+		}
+	}
+}
+
+func (p *Page) tick(now time.Time) {
+	cur := p.read(now)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	secs := cur.at.Sub(p.last.at).Seconds()
+	if secs <= 0 {
+		return
+	}
+	p.points = append(p.points, point{
+		T:       cur.at.UnixMilli(),
+		Allowed: float64(cur.allowed-p.last.allowed) / secs,
+		Denied:  float64(cur.denied-p.last.denied) / secs,
+	})
+	if len(p.points) > History {
+		p.points = append(p.points[:0], p.points[len(p.points)-History:]...)
+	}
+	p.last = cur
+}
+
+// Handler serves the page at /, its script at /app.js and the data at
+// /api/status.
+func (p *Page) Handler() http.Handler {
+	mux := http.NewServeMux()
+	static, _ := fs.Sub(assets, "assets")
+	files := http.FileServer(http.FS(static))
+	mux.Handle("GET /{$}", files)
+	mux.Handle("GET /app.js", files)
+	mux.Handle("GET /style.css", files)
+	mux.HandleFunc("GET /api/status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		json.NewEncoder(w).Encode(p.Status(r.Context()))
+	})
+	return mux
+}
+
+// Status is the /api/status document.
+type Status struct {
+	Version       string     `json:"version"`
+	NowMs         int64      `json:"now_ms"`
+	UptimeSeconds int64      `json:"uptime_seconds"`
+	Totals        Totals     `json:"totals"`
+	StepSeconds   float64    `json:"step_seconds"`
+	Series        []point    `json:"series"`
+	Top           []TopKey   `json:"top"`
+	Cluster       *ClusterUI `json:"cluster"`
+}
+
+// Totals are counters since start.
+type Totals struct {
+	Allowed  int64 `json:"allowed"`
+	Denied   int64 `json:"denied"`
+	Commands int64 `json:"commands"`
+	Errors   int64 `json:"errors"`
+	Clients  int   `json:"clients"`
+}
+
+// TopKey is one of the keys denied most.
+type TopKey struct {
+	Key    string  `json:"key"`
+	Denied float64 `json:"denied"`
+}
+
+// ClusterUI is the cluster as this node sees it.
+type ClusterUI struct {
+	NodeID        string       `json:"node_id"`
+	Role          string       `json:"role"`
+	LeaderID      string       `json:"leader_id"`
+	Term          uint64       `json:"term"`
+	CommitIndex   uint64       `json:"commit_index"`
+	AppliedIndex  uint64       `json:"applied_index"`
+	LeaderChanges uint64       `json:"leader_changes"`
+	Members       []memberView `json:"members"`
+}
+
+type memberView struct {
+	ID       string  `json:"id"`
+	RaftAddr string  `json:"raft_addr"`
+	RESPAddr string  `json:"resp_addr"`
+	Voter    bool    `json:"voter"`
+	Leader   bool    `json:"leader"`
+	Self     bool    `json:"self"`
+	Role     string  `json:"role"`          // as the member itself said ("" when unreachable)
+	Applied  *uint64 `json:"applied_index"` // nil when unreachable
+}
+
+// Status builds the page's data.
+func (p *Page) Status(ctx context.Context) Status {
+	s := p.src.Server
+	st := Status{
+		Version:       p.src.Version,
+		NowMs:         time.Now().UnixMilli(),
+		UptimeSeconds: int64(time.Since(s.Started()) / time.Second),
+		Totals: Totals{
+			Allowed:  s.Stats.Allowed.Load(),
+			Denied:   s.Stats.Denied.Load(),
+			Commands: s.Stats.CommandsProcessed.Load(),
+			Errors:   s.Stats.ErrorReplies.Load(),
+			Clients:  s.ConnectedClients(),
+		},
+		StepSeconds: Step.Seconds(),
+		Top:         []TopKey{},
+	}
+	p.mu.Lock()
+	st.Series = append([]point{}, p.points...)
+	p.mu.Unlock()
+	for _, k := range s.TopDenied(resp.DefaultTopCount) {
+		st.Top = append(st.Top, TopKey{Key: k.Key, Denied: k.Denied})
+	}
+	if cl, ok := p.src.Backend.(resp.Cluster); ok {
+		st.Cluster = p.cluster(ctx, cl.ClusterStatus())
+	}
+	return st
+}
+
+// cluster describes the members; each other member's applied index comes
+// from its ROLE reply, asked at most once a second.
+func (p *Page) cluster(ctx context.Context, cs resp.ClusterStatus) *ClusterUI {
+	ui := &ClusterUI{NodeID: cs.NodeID, Role: cs.Role, LeaderID: cs.LeaderID, Term: cs.Term,
+		CommitIndex: cs.CommitIndex, AppliedIndex: cs.AppliedIndex, LeaderChanges: cs.LeaderChanges, Members: []memberView{}}
+	p.mu.Lock()
+	fresh := time.Since(p.asked) < time.Second
+	cached := p.members
+	p.mu.Unlock()
+	// Each goroutine writes its own element: no lock needed.
+	views := make([]memberView, len(cs.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range cs.Nodes {
+		views[i] = memberView{ID: n.ID, RaftAddr: n.RaftAddr, RESPAddr: n.RESPAddr, Voter: n.Voter,
+			Leader: n.ID == cs.LeaderID, Self: n.ID == cs.NodeID}
+		m := &views[i]
+		switch {
+		case m.Self:
+			applied := cs.AppliedIndex
+			m.Applied, m.Role = &applied, cs.Role
+		case fresh:
+			if c, ok := cached[n.ID]; ok {
+				m.Applied, m.Role = c.Applied, c.Role
+			}
+		default:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if role, applied, err := askRole(ctx, n.RESPAddr, p.src.Password); err == nil {
+					m.Role, m.Applied = role, &applied
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if !fresh {
+		byID := make(map[string]memberView, len(views))
+		for _, v := range views {
+			byID[v.ID] = v
+		}
+		p.mu.Lock()
+		p.members, p.asked = byID, time.Now()
+		p.mu.Unlock()
+	}
+	ui.Members = views
+	return ui
+}
+
+// askRole sends ROLE to a member and returns its role (leader or follower)
+// and applied index (ROLE's replication offset, which rlserver reports as
+// the Raft applied index).
+func askRole(ctx context.Context, addr, password string) (string, uint64, error) {
+	if addr == "" {
+		return "", 0, fmt.Errorf("no client address known")
+	}
+	d := net.Dialer{Timeout: time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", 0, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	req := "*1\r\n$4\r\nROLE\r\n"
+	if password != "" {
+		req = fmt.Sprintf("*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n", len(password), password) + req
+	}
+	if _, err := c.Write([]byte(req)); err != nil {
+		return "", 0, err
+	}
+	r := bufio.NewReader(c)
+	if password != "" {
+		if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "+OK") {
+			return "", 0, fmt.Errorf("AUTH refused")
+		}
+	}
+	v, err := readReply(r, 0)
+	if err != nil {
+		return "", 0, err
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) < 2 {
+		return "", 0, fmt.Errorf("unexpected ROLE reply")
+	}
+	switch arr[0] {
+	case "master":
+		n, _ := arr[1].(int64)
+		return "leader", uint64(n), nil
+	case "slave":
+		if len(arr) == 5 {
+			n, _ := arr[4].(int64)
+			return "follower", uint64(n), nil
+		}
+	}
+	return "", 0, fmt.Errorf("unexpected ROLE reply")
+}
+
+// readReply reads the RESP2 subset ROLE uses: arrays, bulk and simple
+// strings, integers.
+func readReply(r *bufio.Reader, depth int) (any, error) {
+	if depth > 4 {
+		return nil, fmt.Errorf("reply nested too deep")
+	}
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if line == "" {
+		return nil, fmt.Errorf("empty reply line")
+	}
+	body := line[1:]
+	switch line[0] {
+	case '+':
+		return body, nil
+	case '-':
+		return nil, fmt.Errorf("%s", body)
+	case ':':
+		return strconv.ParseInt(body, 10, 64)
+	case '$':
+		n, err := strconv.Atoi(body)
+		if err != nil || n < 0 || n > 1<<16 {
+			return nil, fmt.Errorf("bad bulk length")
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(body)
+		if err != nil || n < 0 || n > 1024 {
+			return nil, fmt.Errorf("bad array length")
+		}
+		out := make([]any, n)
+		for i := range out {
+			if out[i], err = readReply(r, depth+1); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("unexpected reply type %q", line[0])
+}
