@@ -458,7 +458,6 @@ func (h *opsHarness) commit() {
 	h.pending = h.pending[:0]
 }
 
-
 // opsCheckResult checks the ranges Result documents.
 func opsCheckResult(t *testing.T, r *engine.Request, res *engine.Result) {
 	bad := func(why string) {
