@@ -268,6 +268,10 @@ func TestInfoSectionsGoRedis(t *testing.T) {
 		!strings.HasSuffix(all["Commandstats"]["cmdstat_rl.log"], "failed_calls=1") {
 		t.Errorf("cmdstat_rl.log = %q, want one failed call", all["Commandstats"]["cmdstat_rl.log"])
 	}
+	// go-redis sent CLIENT SETINFO: subcommands count by their full name.
+	if !strings.HasPrefix(all["Commandstats"]["cmdstat_client|setinfo"], "calls=") {
+		t.Errorf("no cmdstat_client|setinfo in %v", all["Commandstats"])
+	}
 	one, err := c.InfoMap(ctx, "commandstats").Result()
 	if err != nil || len(one) != 1 || one["Commandstats"] == nil {
 		t.Errorf("INFO commandstats = %v, %v; want only that section", keysOf(one), err)

@@ -87,6 +87,7 @@ type Config struct {
 
 	Logger       *slog.Logger // default: discard
 	RaftLogLevel string       // hclog level for Raft's own log (default "warn")
+	RaftLogJSON  bool         // Raft's own log as JSON lines (--log-format json)
 	RaftLog      io.Writer    // where Raft's own log goes (default os.Stderr)
 }
 
@@ -205,9 +206,10 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 	n.mux = newMux(ln, advertiseAddr(adv), n.serveForward, cfg.DialTLS)
 
 	hlog := hclog.New(&hclog.LoggerOptions{
-		Name:   "raft",
-		Level:  hclog.LevelFromString(cfg.RaftLogLevel),
-		Output: cfg.RaftLog,
+		Name:       "raft",
+		Level:      hclog.LevelFromString(cfg.RaftLogLevel),
+		Output:     cfg.RaftLog,
+		JSONFormat: cfg.RaftLogJSON,
 	})
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  n.mux,

@@ -29,6 +29,7 @@ type client struct {
 	res     []engine.Result
 	pending []pendingReply
 	st      connStats // the pipeline's command tally (stats.go)
+	sub     *command  // the subcommand a container just ran, for the tally
 
 	mu       sync.Mutex
 	userName string // user's name for CLIENT LIST ("default" when none)

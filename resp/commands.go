@@ -79,7 +79,9 @@ func container(name, summary, group string, subs ...*command) *command {
 			cl.rep.error(wrongArity(sc.name))
 			return cmdOK
 		}
-		// CLIENT LIST's cmd= names the subcommand, as Redis's does.
+		// CLIENT LIST's cmd= and INFO commandstats name the subcommand,
+		// as Redis's do.
+		cl.sub = sc
 		cl.mu.Lock()
 		cl.lastCmd = sc.name
 		cl.mu.Unlock()

@@ -398,7 +398,11 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 	c.lastCmd = cmd.name
 	c.mu.Unlock()
 	errs := c.rep.errors
+	c.sub = nil
 	out := cmd.handler(s, c, args)
+	if c.sub != nil {
+		cmd = c.sub
+	}
 	t := c.st.at(cmd.id)
 	t.calls++
 	if c.rep.errors != errs {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -120,10 +122,21 @@ func TestPipelineMixesBatchAndDirectCommandsInOrder(t *testing.T) {
 		"[:1 :1 :0 :1000000]",
 	}
 	for i, w := range want {
-		if got := readReply(t, r); got != w {
+		// PING splits the pipeline into batches read at different instants:
+		// durations may be a few ms short of the full period.
+		if got := coarse(readReply(t, r)); got != w {
 			t.Errorf("reply %d = %q, want %q", i, got, w)
 		}
 	}
+}
+
+// coarse rounds every integer of at least 100000 in a rendered reply to the
+// nearest 10000, so countdowns that moved by less than 5 s compare equal.
+func coarse(s string) string {
+	return regexp.MustCompile(`:\d{6,}`).ReplaceAllStringFunc(s, func(m string) string {
+		n, _ := strconv.ParseInt(m[1:], 10, 64)
+		return ":" + strconv.FormatInt((n+5000)/10000*10000, 10)
+	})
 }
 
 func TestLongPipelineAnsweredInOrder(t *testing.T) {

@@ -216,6 +216,11 @@ func (p *Page) cluster(ctx context.Context, cs resp.ClusterStatus) *ClusterUI {
 	fresh := time.Since(p.asked) < time.Second
 	cached := p.members
 	p.mu.Unlock()
+	// A follower learns the client addresses of the leader, not always of
+	// the other followers: the leader knows them all (RL.CLUSTER NODES).
+	if !fresh {
+		p.fillAddrs(ctx, &cs)
+	}
 	// Each goroutine writes its own element: no lock needed.
 	views := make([]memberView, len(cs.Nodes))
 	var wg sync.WaitGroup
@@ -255,34 +260,82 @@ func (p *Page) cluster(ctx context.Context, cs resp.ClusterStatus) *ClusterUI {
 	return ui
 }
 
-// askRole sends ROLE to a member and returns its role (leader or follower)
-// and applied index (ROLE's replication offset, which rlserver reports as
-// the Raft applied index).
-func askRole(ctx context.Context, addr, password string) (string, uint64, error) {
+// fillAddrs sets the client addresses cs lacks from the leader's
+// RL.CLUSTER NODES.
+func (p *Page) fillAddrs(ctx context.Context, cs *resp.ClusterStatus) {
+	leaderAddr := ""
+	missing := false
+	for _, n := range cs.Nodes {
+		missing = missing || n.RESPAddr == ""
+		if n.ID == cs.LeaderID {
+			leaderAddr = n.RESPAddr
+		}
+	}
+	if !missing || leaderAddr == "" || cs.LeaderID == cs.NodeID {
+		return
+	}
+	v, err := ask(ctx, leaderAddr, p.src.Password, "RL.CLUSTER", "NODES")
+	text, ok := v.(string)
+	if err != nil || !ok {
+		return
+	}
+	addrs := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		// id raft_addr resp_addr flags
+		if f := strings.Fields(line); len(f) >= 3 && f[2] != "-" {
+			addrs[f[0]] = f[2]
+		}
+	}
+	for i := range cs.Nodes {
+		if cs.Nodes[i].RESPAddr == "" {
+			cs.Nodes[i].RESPAddr = addrs[cs.Nodes[i].ID]
+		}
+	}
+}
+
+// ask sends one command to a member (after AUTH when password is set) and
+// returns its reply.
+func ask(ctx context.Context, addr, password string, args ...string) (any, error) {
 	if addr == "" {
-		return "", 0, fmt.Errorf("no client address known")
+		return nil, fmt.Errorf("no client address known")
 	}
 	d := net.Dialer{Timeout: time.Second}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return "", 0, err
+		return nil, err
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(2 * time.Second))
-	req := "*1\r\n$4\r\nROLE\r\n"
+	req := encode(args...)
 	if password != "" {
-		req = fmt.Sprintf("*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n", len(password), password) + req
+		req = encode("AUTH", password) + req
 	}
 	if _, err := c.Write([]byte(req)); err != nil {
-		return "", 0, err
+		return nil, err
 	}
 	r := bufio.NewReader(c)
 	if password != "" {
 		if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "+OK") {
-			return "", 0, fmt.Errorf("AUTH refused")
+			return nil, fmt.Errorf("AUTH refused")
 		}
 	}
-	v, err := readReply(r, 0)
+	return readReply(r, 0)
+}
+
+func encode(args ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	return b.String()
+}
+
+// askRole sends ROLE to a member and returns its role (leader or follower)
+// and applied index (ROLE's replication offset, which rlserver reports as
+// the Raft applied index).
+func askRole(ctx context.Context, addr, password string) (string, uint64, error) {
+	v, err := ask(ctx, addr, password, "ROLE")
 	if err != nil {
 		return "", 0, err
 	}

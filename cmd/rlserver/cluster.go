@@ -70,7 +70,7 @@ func (c *clusterOptions) check() error {
 
 // openCluster starts the Raft node over eng, with its state in dir/raft,
 // and starts joining in the background when asked to.
-func openCluster(ctx context.Context, c clusterOptions, eng *engine.Engine, dir string, respAddr net.Addr, password, logLevel string, sec security, log *slog.Logger) (*cluster.Node, error) {
+func openCluster(ctx context.Context, c clusterOptions, eng *engine.Engine, dir string, respAddr net.Addr, password, logLevel string, logJSON bool, sec security, log *slog.Logger) (*cluster.Node, error) {
 	peers, _ := cluster.ParsePeers(c.peers)
 	adv := c.advertise
 	if adv == "" {
@@ -99,6 +99,7 @@ func openCluster(ctx context.Context, c clusterOptions, eng *engine.Engine, dir 
 		SnapshotThreshold: c.snapshotThreshold,
 		Logger:            log,
 		RaftLogLevel:      raftLevel,
+		RaftLogJSON:       logJSON,
 		TLS:               sec.clusterServer,
 		DialTLS:           sec.clusterDial,
 	}, eng)
