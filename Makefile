@@ -20,14 +20,24 @@ cluster: build
 	./scripts/cluster.sh
 
 # The end-to-end tests drive redis-cli; install it when it is missing.
+# The end-to-end tests drive redis-cli and headless Chromium, and the
+# deployment tests run systemd-analyze: install what is missing.
 test-deps:
-	@command -v redis-cli >/dev/null 2>&1 || { \
-		echo "installing redis-tools (redis-cli, redis-benchmark)"; \
-		$(SUDO) apt-get update && $(SUDO) apt-get install -y redis-tools; }
+	@missing=""; \
+	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing"; \
+		$(SUDO) apt-get update && $(SUDO) apt-get install -y $$missing; \
+	fi
 
+# The whole suite with the race detector, then the allocation tests, which
+# need a build without it (the race detector makes sync.Pool drop items).
 test: test-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -run 'Allocs' ./engine/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./engine/ ./resp/

@@ -475,7 +475,7 @@ func TestIdleConnectionsMemory(t *testing.T) {
 	if lim.Cur < 2*n {
 		lim.Cur = min(lim.Max, 2*n+1000)
 		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur < n+500 {
-			t.Skipf("file limit %d (hard %d) is too low for %d connections: %v", lim.Cur, lim.Max, n, err)
+			t.Fatalf("file limit %d (hard %d) is too low for %d connections: %v", lim.Cur, lim.Max, n, err)
 		}
 	}
 	s := start(t, opts{args: []string{"--maxclients", strconv.Itoa(n + 100)}})

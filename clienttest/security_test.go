@@ -558,27 +558,16 @@ func TestClusterTLS(t *testing.T) {
 	}
 }
 
-// nonLoopbackIPv4 is an address of this host that is not loopback, or "".
-func nonLoopbackIPv4() string {
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
-			return n.IP.String()
-		}
-	}
-	return ""
-}
-
 // TestProtectedModeWithACLAndTLS: protected mode looks at the default
 // user: on with no password, clients from another address get DENIED
 // (over TLS too); off (an ACL file that makes everyone AUTH), they are
-// served after AUTH; --protected-mode=false serves them at once.
+// served after AUTH; --protected-mode=false serves them at once. Traffic
+// stays on loopback: the server is told (RLSERVER_TEST_REMOTE_IP) to treat
+// clients from 127.0.0.2 as another host's.
 func TestProtectedModeWithACLAndTLS(t *testing.T) {
 	t.Parallel()
-	ip := nonLoopbackIPv4()
-	if ip == "" {
-		t.Skip("this host has no non-loopback IPv4 address")
-	}
+	const ip = "127.0.0.2"
+	remoteEnv := []string{"RLSERVER_TEST_REMOTE_IP=" + ip}
 	p := newPKI(t, "rlserver test CA")
 	cert, key := p.issue(t, "server")
 	acl := writeFile(t, "users.acl", "user default off\nuser app on >app-pw ~* +@ratelimit +@connection\n")
@@ -598,14 +587,15 @@ func TestProtectedModeWithACLAndTLS(t *testing.T) {
 		if tc.name == "default user off" {
 			// The harness's readiness check cannot AUTH as app: check
 			// readiness over TLS below instead of the plain port.
-			s = startNoProbe(t, args)
+			s = startNoProbe(t, args, remoteEnv...)
 		} else {
-			s = start(t, opts{args: args, authPass: tc.auth})
+			s = start(t, opts{args: args, authPass: tc.auth, env: remoteEnv})
 		}
 		var c *tls.Conn
 		if !pollFor(readyTimeout, func() bool {
 			var err error
-			c, err = tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", net.JoinHostPort(ip, port), p.clientTLS(t, "", ""))
+			d := &net.Dialer{Timeout: time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+			c, err = tls.DialWithDialer(d, "tcp", net.JoinHostPort("127.0.0.1", port), p.clientTLS(t, "", ""))
 			return err == nil
 		}) {
 			t.Fatalf("%s: no TLS connection to %s:%s\n%s", tc.name, ip, port, s.stderr)
@@ -629,12 +619,12 @@ func TestProtectedModeWithACLAndTLS(t *testing.T) {
 
 // startNoProbe starts rlserver on a loopback --addr without waiting for
 // it; the caller polls for readiness its own way.
-func startNoProbe(t *testing.T, args []string) *server {
+func startNoProbe(t *testing.T, args []string, env ...string) *server {
 	t.Helper()
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 	s := &server{t: t, addr: addr, dir: t.TempDir(), stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	s.cmd = exec.Command(binary(), append([]string{"--addr", addr, "--dir", s.dir, "--log-level", "warn"}, args...)...)
-	s.cmd.Env = cleanEnv()
+	s.cmd.Env = cleanEnv(env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.stdout, s.stderr
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)

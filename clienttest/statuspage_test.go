@@ -25,7 +25,7 @@ func chromium(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("chromium is not installed (apt-get install chromium)")
+	t.Fatal("chromium is not installed (apt-get install chromium); make test installs it")
 	return ""
 }
 

@@ -7,7 +7,6 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"runtime"
-	"runtime/debug"
 	"strconv"
 	"sync"
 	"testing"
@@ -921,42 +920,6 @@ func TestNoAllocsOnExistingKey(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("shard apply on an existing key: %v allocs, want 0", n)
 	}
-
-	if raceEnabled() {
-		t.Skip("the race detector makes sync.Pool drop items, so Do allocates")
-	}
-	e := newEngine(t, 4)
-	reqs := make([]Request, 32)
-	for i := range reqs {
-		reqs[i] = bucket(t, fmt.Sprintf("user:%d", i), 1e9, 1, 1)
-	}
-	res := make([]Result, len(reqs))
-	ctx := context.Background()
-	if err := e.Do(ctx, t0, reqs, res); err != nil {
-		t.Fatal(err)
-	}
-	if n := testing.AllocsPerRun(1000, func() {
-		now++
-		if err := e.Do(ctx, now, reqs, res); err != nil {
-			t.Fatal(err)
-		}
-	}); n != 0 {
-		t.Errorf("Do of 32 existing keys: %v allocs, want 0", n)
-	}
-}
-
-// raceEnabled reports whether the test binary was built with -race.
-func raceEnabled() bool {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "-race" {
-			return s.Value == "true"
-		}
-	}
-	return false
 }
 
 // TestChanges: the change counter that tells a snapshot saver whether

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -435,16 +436,22 @@ func refuse(nc net.Conn, text string) {
 	nc.Close()
 }
 
+// testRemoteIP, set only by tests (RLSERVER_TEST_REMOTE_IP), is a
+// loopback address that protected mode treats as another host's, so the
+// tests exercise it without leaving the loopback interface.
+var testRemoteIP = net.ParseIP(os.Getenv("RLSERVER_TEST_REMOTE_IP"))
+
 func isLoopback(a net.Addr) bool {
+	var ip net.IP
 	if ta, ok := a.(*net.TCPAddr); ok {
-		return ta.IP.IsLoopback()
+		ip = ta.IP
+	} else if host, _, err := net.SplitHostPort(a.String()); err == nil {
+		ip = net.ParseIP(host)
 	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
+	if ip == nil || testRemoteIP != nil && ip.Equal(testRemoteIP) {
 		return false
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return ip.IsLoopback()
 }
 
 // reply queues an error reply in order with the pending batch.
