@@ -79,9 +79,9 @@ func cmdSave(s *Server, c *client, _ [][]byte) outcome {
 	p := s.persistence()
 	switch {
 	case p == nil:
-		c.rep.conn.WriteError(errNoPersistence)
+		c.rep.error(errNoPersistence)
 	case p.Save(context.Background()) != nil:
-		c.rep.conn.WriteError(errSaveFailed)
+		c.rep.error(errSaveFailed)
 	default:
 		c.rep.conn.WriteString("OK")
 	}
@@ -94,11 +94,11 @@ func cmdBgsave(s *Server, c *client, args [][]byte) outcome {
 	p := s.persistence()
 	switch {
 	case len(args) > 2 || (len(args) == 2 && !equalFold(args[1], "schedule")):
-		c.rep.conn.WriteError(errSyntax)
+		c.rep.error(errSyntax)
 	case p == nil:
-		c.rep.conn.WriteError(errNoPersistence)
+		c.rep.error(errNoPersistence)
 	case !p.BackgroundSave():
-		c.rep.conn.WriteError(errBgsaveRunning)
+		c.rep.error(errBgsaveRunning)
 	default:
 		c.rep.conn.WriteString("Background saving started")
 	}
@@ -108,7 +108,7 @@ func cmdBgsave(s *Server, c *client, args [][]byte) outcome {
 func cmdLastsave(s *Server, c *client, _ [][]byte) outcome {
 	p := s.persistence()
 	if p == nil {
-		c.rep.conn.WriteError(errNoPersistence)
+		c.rep.error(errNoPersistence)
 		return cmdOK
 	}
 	c.rep.conn.WriteInt64(p.LastSave().Unix())
@@ -135,21 +135,21 @@ func cmdShutdown(s *Server, c *client, args [][]byte) outcome {
 		case equalFold(a, "abort"):
 			abort = true
 		default:
-			c.rep.conn.WriteError(errSyntax)
+			c.rep.error(errSyntax)
 			return cmdOK
 		}
 	}
 	if (nosave && save) || (abort && len(args) > 2) {
-		c.rep.conn.WriteError(errSyntax)
+		c.rep.error(errSyntax)
 		return cmdOK
 	}
 	if abort {
-		c.rep.conn.WriteError(errNoShutdown)
+		c.rep.error(errNoShutdown)
 		return cmdOK
 	}
 	p := s.persistence()
 	if p == nil {
-		c.rep.conn.WriteError(errNoPersistence)
+		c.rep.error(errNoPersistence)
 		return cmdOK
 	}
 	ctx := context.Background()
@@ -158,7 +158,7 @@ func cmdShutdown(s *Server, c *client, args [][]byte) outcome {
 		err = p.Shutdown(ctx, false)
 	}
 	if err != nil {
-		c.rep.conn.WriteError(errShutdownFailed)
+		c.rep.error(errShutdownFailed)
 		return cmdOK
 	}
 	return cmdQuit
