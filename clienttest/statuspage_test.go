@@ -231,12 +231,14 @@ func TestClusterMetricsAndStatusPage(t *testing.T) {
 	for _, n := range c.nodes {
 		base := metricsAddrOf(t, n)
 		var fams = scrape(t, base)
-		// Followers apply asynchronously: wait until this one has the writes.
+		// Followers apply asynchronously: wait until this one has all 20
+		// keys (the applied index alone also counts configuration entries).
 		waitFor(t, "node "+n.id+" to apply the writes", func() bool {
 			fams = scrape(t, base)
 			v, _ := metricValue(fams, "rlserver_raft_applied_index")
 			commit, _ := metricValue(fams, "rlserver_raft_commit_index")
-			return v >= 20 && v == commit
+			keys, _ := metricValue(fams, "rlserver_keys", "kind", "gcra")
+			return v >= 20 && v == commit && keys == 20
 		})
 		if v, _ := metricValue(fams, "rlserver_raft_state", "state", "leader"); v == 1 {
 			leaders++
