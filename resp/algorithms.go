@@ -51,7 +51,7 @@ func init() {
 			firstKey: 1, lastKey: 1, keyStep: 1, acl: []string{"@write", "@fast", "@ratelimit"},
 			summary: "Leaky bucket as a queue: admits with a delay while the queue has room. Replies [admitted, delay_ms, queued, reset_after_ms].",
 			group:   "ratelimit", since: "0.1.0",
-			batch: batchShape, render: renderShape,
+			batch: batchBucket(engine.Shape, false), render: renderShape,
 		},
 	)
 }
@@ -161,15 +161,6 @@ func batchWindow(build func(key []byte, limit, windowMs, cost int64) (engine.Req
 		}
 		return append(reqs, req), ""
 	}
-}
-
-// batchShape parses `key capacity rate [cost]`, as RL.ALLOW.
-func batchShape(reqs []engine.Request, args [][]byte) ([]engine.Request, string) {
-	reqs, errText := batchTokenBucket(false)(reqs, args)
-	if errText == "" {
-		reqs[len(reqs)-1].Op = engine.OpShape
-	}
-	return reqs, errText
 }
 
 // renderThrottle writes [limited, limit, remaining, retry_after_s,

@@ -16,14 +16,14 @@ func init() {
 			firstKey: 1, lastKey: 1, keyStep: 1, acl: []string{"@write", "@fast", "@ratelimit"},
 			summary: "Takes cost tokens from a token bucket if it has them. Replies [allowed, remaining, retry_after_ms, reset_after_ms].",
 			group:   "ratelimit", since: "0.1.0",
-			batch: batchTokenBucket(false), render: renderDecisionMs,
+			batch: batchBucket(engine.TokenBucket, false), render: renderDecisionMs,
 		},
 		&command{
 			name: "rl.peek", arity: -4, flags: []string{"readonly", "fast"},
 			firstKey: 1, lastKey: 1, keyStep: 1, acl: []string{"@read", "@fast", "@ratelimit"},
 			summary: "Replies what RL.ALLOW would, without taking tokens or creating the key.",
 			group:   "ratelimit", since: "0.1.0",
-			batch: batchTokenBucket(true), render: renderDecisionMs,
+			batch: batchBucket(engine.TokenBucket, true), render: renderDecisionMs,
 		},
 		&command{
 			name: "rl.reset", arity: -2, flags: []string{"write"},
@@ -71,8 +71,9 @@ func init() {
 	)
 }
 
-// batchTokenBucket parses `key capacity rate [cost]`.
-func batchTokenBucket(peek bool) func([]engine.Request, [][]byte) ([]engine.Request, string) {
+// batchBucket parses `key capacity rate [cost]` (RL.ALLOW, RL.PEEK with
+// peek, RL.SHAPE) and builds the request with build.
+func batchBucket(build func(key []byte, capacity int64, ratePerSec float64, cost int64) (engine.Request, error), peek bool) func([]engine.Request, [][]byte) ([]engine.Request, string) {
 	return func(reqs []engine.Request, args [][]byte) ([]engine.Request, string) {
 		if len(args) > 5 {
 			return reqs, errSyntax
@@ -94,7 +95,7 @@ func batchTokenBucket(peek bool) func([]engine.Request, [][]byte) ([]engine.Requ
 		if math.IsNaN(rate) {
 			return reqs, errNotFloat
 		}
-		req, err := engine.TokenBucket(args[1], capacity, rate, cost)
+		req, err := build(args[1], capacity, rate, cost)
 		if err != nil {
 			return reqs, engineErrorText(err)
 		}
