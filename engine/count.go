@@ -11,14 +11,7 @@ const NumKinds = int(KindShape) + 1
 // not for the request path.
 func (e *Engine) CountKinds(ctx context.Context, nowNanos int64) ([NumKinds]int, error) {
 	per := make([][NumKinds]int, len(e.shards))
-	err := e.onEach(ctx, func(i int, s *shard) {
-		s.advance(nowNanos)
-		for j := range s.tab.slots {
-			if sl := &s.tab.slots[j]; sl.used() && s.expiresAt(sl.kind(), sl.val) > s.now {
-				per[i][sl.kind()]++
-			}
-		}
-	})
+	err := e.onEach(ctx, func(i int, s *shard) { per[i] = s.countKinds(nowNanos) })
 	var total [NumKinds]int
 	for _, p := range per {
 		for k, n := range p {

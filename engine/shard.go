@@ -352,11 +352,20 @@ func (s *shard) shrink() {
 
 // live counts keys whose state is not empty at the shard's time.
 func (s *shard) live(now int64) int {
-	s.advance(now)
 	n := 0
+	for _, c := range s.countKinds(now) {
+		n += c
+	}
+	return n
+}
+
+// countKinds counts the keys whose state is not empty at now, by kind.
+func (s *shard) countKinds(now int64) [NumKinds]int {
+	s.advance(now)
+	var n [NumKinds]int
 	for i := range s.tab.slots {
 		if sl := &s.tab.slots[i]; sl.used() && s.expiresAt(sl.kind(), sl.val) > s.now {
-			n++
+			n[sl.kind()]++
 		}
 	}
 	return n
