@@ -438,7 +438,7 @@ func TestPersistDamagedSnapshot(t *testing.T) {
 		{"flipped bit", flipped, `snapshot corrupt: block at byte \d+: checksum mismatch`, true},
 		{"truncated", good[:len(good)-5], `snapshot truncated: the file ends at byte \d+, inside the trailer`, true},
 		{"not a snapshot", []byte("REDIS0011\xfa"), `snapshot corrupt: not an rlserver snapshot \(bad magic\)`, true},
-		{"newer version", newer, `snapshot from a newer format version: format version 9, this build reads up to 1; the file is left as it is: run a newer rlserver`, false},
+		{"newer version", newer, `snapshot from a newer format version: format version 9, this build reads up to 2; the file is left as it is: run a newer rlserver`, false},
 	} {
 		if err := os.WriteFile(path, tc.data, 0o600); err != nil {
 			t.Fatal(err)

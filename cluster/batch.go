@@ -100,7 +100,8 @@ func (n *Node) dispatch(calls []*call, reqs, size int) {
 	switch n.raft.State() {
 	case raft.Leader:
 		buf := make([]byte, 0, 24+size)
-		buf = appendEntryHeader(buf, cmdBatch, time.Now().UnixNano())
+		buf = n.wrapNoCreate(buf) // maxmemory (memory.go)
+		buf = appendEntryHeader(buf, cmdBatch2, time.Now().UnixNano())
 		buf = binary.AppendUvarint(buf, uint64(reqs))
 		for _, c := range calls {
 			buf = append(buf, c.chunk...)
@@ -152,7 +153,7 @@ func (n *Node) dispatch(calls []*call, reqs, size int) {
 			// lets a late reply still reach the ones that have not.
 			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.CommitTimeout+time.Second)
 			defer cancel()
-			body, err := n.forward(ctx, msgBatch, buf)
+			body, err := n.forward(ctx, msgBatch2, buf)
 			if err != nil {
 				fail(fwd, err)
 				return
@@ -277,17 +278,26 @@ func exported(err error) error {
 // on its own engine and answers without replicating it.
 func (n *Node) plantedAck(calls []*call, reqs int) {
 	defer func() { <-n.sem }()
-	var all []engine.Request
+	var e entry
 	for _, c := range calls {
-		r, err := decodeRequests(c.chunk, uint64(c.n))
+		r, names, err := decodeRequests2(c.chunk, uint64(c.n))
 		if err != nil {
 			fail(calls, ErrUnknownOutcome)
 			return
 		}
-		all = append(all, r...)
+		if names != nil && e.names == nil {
+			e.names = make([][]byte, len(e.reqs), reqs)
+		}
+		if e.names != nil {
+			if names == nil {
+				names = make([][]byte, len(r))
+			}
+			e.names = append(e.names, names...)
+		}
+		e.reqs = append(e.reqs, r...)
 	}
-	res := make([]engine.Result, reqs)
-	if err := n.fsm.eng.Do(context.Background(), time.Now().UnixNano(), all, res); err != nil {
+	res, err := n.fsm.applyBatch2(time.Now().UnixNano(), &e)
+	if err != nil {
 		fail(calls, ErrUnknownOutcome)
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/policy"
 )
 
 // Command types: the first byte of every log entry written by this package.
@@ -20,6 +21,35 @@ const (
 	cmdFlush byte = 2
 	// cmdLen counts live keys at the stamped time (DBSIZE): varint nowNanos.
 	cmdLen byte = 3
+
+	// Named policies and all-or-nothing groups (issue 9, policy.go).
+
+	// cmdBatch2 is cmdBatch with requests in the second encoding, which
+	// carries Tiers and Scaled and lets a request name a policy that the
+	// FSM resolves when it applies the entry (appendRequest2). Leaders
+	// write it for every batch.
+	cmdBatch2 byte = 4
+	// cmdPolicySet defines or redefines a policy: varint nowNanos, then
+	// its words (appendWords).
+	cmdPolicySet byte = 5
+	// cmdPolicyDel deletes a policy: varint nowNanos, its name.
+	cmdPolicyDel byte = 6
+	// cmdPolicyReplace replaces every policy (RL.POLICY LOAD, a policy
+	// file): varint nowNanos, uvarint count, then count definitions.
+	cmdPolicyReplace byte = 7
+
+	// maxmemory (memory.go).
+
+	// cmdNoCreate wraps a batch entry (cmdBatch, cmdBatch2) that the
+	// leader wrote while above maxmemory with the noeviction policy: the
+	// byte, then the whole inner entry. Replicas apply it with the
+	// engine's no-create mode on and every other batch with it off, so
+	// the mode needs no state of its own (a snapshot cannot lose it).
+	cmdNoCreate byte = 16
+	// cmdEvict is one eviction round (engine.EvictRange): varint
+	// nowNanos, uvarint N, then From and To as 8 bytes each,
+	// big-endian.
+	cmdEvict byte = 17
 )
 
 // errCorrupt reports a log entry or a forwarded message that does not
@@ -164,11 +194,18 @@ func appendEntryHeader(dst []byte, cmd byte, nowNanos int64) []byte {
 type entry struct {
 	cmd      byte
 	nowNanos int64
-	reqs     []engine.Request // cmdBatch
+	reqs     []engine.Request  // cmdBatch, cmdBatch2
+	names    [][]byte          // cmdBatch2: the policy of each request, nil for plain ones
+	defs     [][]string        // cmdPolicySet (one), cmdPolicyDel (the name alone), cmdPolicyReplace
+	noCreate bool              // cmdNoCreate: the wrapped batch is applied in no-create mode
+	evict    engine.EvictRange // cmdEvict
 }
 
 // decodeEntry decodes a log entry written by this package.
 func decodeEntry(b []byte) (entry, error) {
+	if len(b) > 0 && b[0] == cmdNoCreate { // memory.go
+		return decodeNoCreate(b[1:])
+	}
 	d := decoder{b: b}
 	e := entry{cmd: d.byte(), nowNanos: d.varint()}
 	if d.err != nil {
@@ -189,6 +226,14 @@ func decodeEntry(b []byte) (entry, error) {
 		if len(d.b) != 0 {
 			return e, errCorrupt
 		}
+	case cmdEvict: // memory.go
+		if err := decodeEvict(&e, d.b); err != nil {
+			return e, err
+		}
+	case cmdBatch2, cmdPolicySet, cmdPolicyDel, cmdPolicyReplace:
+		if err := decodePolicyEntry(&e, d.b); err != nil {
+			return e, err
+		}
 	default:
 		return e, fmt.Errorf("%w: unknown command type %d", errCorrupt, e.cmd)
 	}
@@ -205,6 +250,10 @@ var resultErrs = []error{
 	engine.ErrBadCost,
 	engine.ErrPeriodTooLong,
 	engine.ErrClosed,
+	engine.ErrGroupAborted,
+	engine.ErrDuplicateTier,
+	policy.ErrUnknown,
+	engine.ErrOOM,
 }
 
 // errUnknownResult stands for a Result error that resultErrs does not list.

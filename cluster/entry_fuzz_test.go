@@ -57,6 +57,11 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add([]byte{cmdBatch, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Add([]byte{})
 	f.Add([]byte{99, 2})
+	f.Add(append([]byte{cmdNoCreate}, batchEntry(5, valid[0])...))
+	f.Add(appendEvict(nil, 5, engine.EvictRange{From: 1, To: 1 << 40, N: 3}))
+	for _, seed := range policyFuzzSeeds() { // policy_test.go
+		f.Add(seed)
+	}
 	f.Add(appendResults(nil, []engine.Result{{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 1e9, Err: engine.ErrWrongType}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// The forwarding decoders: no panic, and only errCorrupt.
@@ -81,11 +86,23 @@ func FuzzDecodeEntry(f *testing.F) {
 			again = binary.AppendUvarint(again, uint64(len(e.reqs)))
 			again = appendRequests(again, e.reqs)
 		}
+		if isPolicyEntry(e.cmd) { // cmdBatch2 and the policy entries (policy_test.go)
+			again = reencodePolicyEntry(again, &e)
+		}
+		if e.cmd == cmdEvict { // maxmemory (memory.go)
+			again = appendEvict(nil, e.nowNanos, e.evict)
+		}
+		if e.noCreate {
+			again = append([]byte{cmdNoCreate}, again...)
+		}
 		e2, err := decodeEntry(again)
-		if err != nil || !entryFuzzSame(e, e2) {
+		if err != nil || !entryFuzzSame(e, e2) || e.noCreate != e2.noCreate || e.evict != e2.evict {
 			t.Fatalf("entry %+v re-encodes to %x, which decodes to %+v, %v", e, again, e2, err)
 		}
 		for i := range e.reqs {
+			if e.names != nil && e.names[i] != nil {
+				continue // a policy request: the FSM resolves it with a policy's constructor
+			}
 			if why := entryFuzzUnbuildable(&e.reqs[i]); why != "" {
 				t.Fatalf("decodeEntry accepts request %d %+v, which no engine constructor builds (%s): "+
 					"a forwarded batch holding it passes handleForward's check, reaches the log, "+
@@ -165,12 +182,15 @@ func entryFuzzApply(t *testing.T, data []byte) {
 	res := f.Apply(&raft.Log{Index: 1, Term: 1, Type: raft.LogCommand, Data: data})
 	if br, ok := res.(*batchResult); ok {
 		for i, r := range br.res {
-			if r.Err != nil && r.Err != engine.ErrWrongType {
+			if r.Err != nil && r.Err != engine.ErrWrongType && r.Err != engine.ErrOOM && !policyResultErr(r.Err) {
 				t.Fatalf("result %d: error %v", i, r.Err)
 			}
 		}
 	}
 	if err := entryFuzzEngine.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := entryFuzzEngine.SetNoCreate(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
 }

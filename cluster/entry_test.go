@@ -5,6 +5,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,7 +25,7 @@ func fillFields(t *testing.T, v reflect.Value, rng *rand.Rand) {
 		switch f.Kind() {
 		case reflect.Bool:
 			f.SetBool(true)
-		case reflect.Uint8:
+		case reflect.Uint8, reflect.Uint16:
 			f.SetUint(uint64(1 + rng.IntN(200)))
 		case reflect.Int64:
 			x := rng.Int64()
@@ -64,12 +65,13 @@ func abs64(x int64) int64 {
 }
 
 func TestRequestEncodingCarriesEveryField(t *testing.T) {
-	want := []string{"Op", "ReadOnly", "Key", "Interval", "Limit", "Window", "Cost"}
+	want := []string{"Cost", "Interval", "Key", "Limit", "Op", "ReadOnly", "Scaled", "Tiers", "Window"} // sorted
 	var got []string
 	rt := reflect.TypeOf(engine.Request{})
 	for i := range rt.NumField() {
 		got = append(got, rt.Field(i).Name)
 	}
+	slices.Sort(got)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("engine.Request fields are %v; the log encoding carries %v: extend appendRequest/decoder.request and add a command type", got, want)
 	}
@@ -86,11 +88,15 @@ func TestRequestEncodingCarriesEveryField(t *testing.T) {
 			r.Limit = 1 + abs64(r.Limit)%engine.MaxLimit
 			r.Window = 1 + abs64(r.Window)%engine.MaxDuration
 			r.Cost = abs64(r.Cost)
+			r.Tiers = 0
 			reqs = append(reqs, r)
 		}
-		buf := appendEntryHeader(nil, cmdBatch, rng.Int64())
+		// One all-or-nothing group of them all (cmdBatch2 carries Tiers
+		// and Scaled; cmdBatch, which cannot, is only read).
+		reqs[0].Tiers = uint16(len(reqs))
+		buf := appendEntryHeader(nil, cmdBatch2, rng.Int64())
 		buf = appendUvarintCount(buf, len(reqs))
-		buf = appendRequests(buf, reqs)
+		buf = appendRequests2(buf, reqs, nil)
 		e, err := decodeEntry(buf)
 		if err != nil {
 			t.Fatal(err)

@@ -1,12 +1,10 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"time"
@@ -43,35 +41,11 @@ const (
 	statusBadRequest byte = 5 // the message did not decode (not appended)
 )
 
-const maxFrame = 64 << 20
-
-var errFrameTooLarge = errors.New("frame too large")
-
 func appendFrame(dst []byte, typ byte, id uint64, payload []byte) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, uint32(1+8+len(payload)))
 	dst = append(dst, typ)
 	dst = binary.BigEndian.AppendUint64(dst, id)
 	return append(dst, payload...)
-}
-
-// readFrame reads one frame; the payload is freshly allocated.
-func readFrame(r *bufio.Reader) (typ byte, id uint64, payload []byte, err error) {
-	var hdr [13]byte
-	if _, err = io.ReadFull(r, hdr[:4]); err != nil {
-		return
-	}
-	n := binary.BigEndian.Uint32(hdr[:4])
-	if n < 9 || n > maxFrame {
-		return 0, 0, nil, errFrameTooLarge
-	}
-	if _, err = io.ReadFull(r, hdr[4:13]); err != nil {
-		return
-	}
-	typ = hdr[4]
-	id = binary.BigEndian.Uint64(hdr[5:13])
-	payload = make([]byte, n-9)
-	_, err = io.ReadFull(r, payload)
-	return
 }
 
 func appendString(dst []byte, s string) []byte {
@@ -113,9 +87,9 @@ func dialPeer(addr raft.ServerAddress, timeout time.Duration, tlsCfg *tls.Config
 }
 
 func (p *peerConn) readLoop() {
-	r := bufio.NewReaderSize(p.conn, 64<<10)
+	fr := newFrameReader(p.conn, defaultFrameTimeout)
 	for {
-		typ, id, payload, err := readFrame(r)
+		typ, id, payload, err := fr.next()
 		if err != nil || typ != msgReply || len(payload) < 1 {
 			p.close()
 			return
@@ -225,7 +199,7 @@ func (n *Node) serveForward(c net.Conn) {
 	n.trackConn(c, true)
 	defer n.trackConn(c, false)
 	defer c.Close()
-	r := bufio.NewReaderSize(c, 64<<10)
+	fr := newFrameReader(c, n.cfg.FrameTimeout)
 	var wmu sync.Mutex
 	send := func(id uint64, status byte, body []byte) {
 		payload := append(make([]byte, 0, 1+len(body)), status)
@@ -239,7 +213,7 @@ func (n *Node) serveForward(c net.Conn) {
 		wmu.Unlock()
 	}
 	for {
-		typ, id, payload, err := readFrame(r)
+		typ, id, payload, err := fr.next()
 		if err != nil {
 			return
 		}
@@ -277,21 +251,6 @@ func (n *Node) handleForward(typ byte, payload []byte) (byte, []byte) {
 		}
 		n.learnRESP(id, resp)
 		return statusOK, n.helloBody()
-	case msgBatch:
-		count := d.uvarint()
-		if d.err != nil {
-			return statusBadRequest, nil
-		}
-		// Validate before it can reach the log: an entry that does not
-		// decode would halt every replica.
-		if _, err := decodeRequests(d.b, count); err != nil {
-			return statusBadRequest, nil
-		}
-		res, off, err := n.submit(ctx, d.b, int(count), true)
-		if err != nil {
-			return statusOf(err), nil
-		}
-		return statusOK, appendResults(nil, res[off:off+int(count)])
 	case msgFlush:
 		_, err := n.applySimple(ctx, cmdFlush, true)
 		return statusOf(err), nil
@@ -313,6 +272,10 @@ func (n *Node) handleForward(typ byte, payload []byte) (byte, []byte) {
 			return statusBadRequest, nil
 		}
 		return statusOf(n.changeMembership(ctx, id, "", true)), nil
+	}
+	// Batches (msgBatch, msgBatch2) and policy changes: policy.go.
+	if status, body, ok := n.handleForward2(ctx, typ, payload); ok {
+		return status, body
 	}
 	return statusBadRequest, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/policy"
 )
 
 // fsm applies committed log entries to the engine. It reads no clock: each
@@ -15,16 +16,23 @@ import (
 // (a new leader whose clock is behind adds no tokens). Every replica that
 // applied the same index therefore holds the same state.
 type fsm struct {
-	eng *engine.Engine
+	eng      *engine.Engine
+	policies *policy.Store // replicated: changed only by log entries and snapshots
 
 	// mu is held while an entry is applied and while a consistent view is
 	// taken (snapshot capture, digest), so the view falls between entries.
 	mu      sync.Mutex
 	now     atomic.Int64  // the last applied time, clamped; written under mu
 	applied atomic.Uint64 // the index of the last applied entry; written under mu
+
+	// maxmemory (memory.go): the engine's no-create mode as the last
+	// batch entry set it (under mu), and the keys eviction entries
+	// removed on this replica.
+	noCreate bool
+	evicted  atomic.Int64
 }
 
-func newFSM(eng *engine.Engine) *fsm { return &fsm{eng: eng} }
+func newFSM(eng *engine.Engine) *fsm { return &fsm{eng: eng, policies: policy.NewStore()} }
 
 // batchResult is what Apply returns for a cmdBatch entry: one result per
 // request, in entry order. Readers share it and must not modify it.
@@ -53,7 +61,10 @@ func (f *fsm) Apply(l *raft.Log) any {
 	now := max(e.nowNanos, f.now.Load())
 	f.now.Store(now)
 	ctx := context.Background()
+	f.setNoCreate(&e, l) // memory.go: batches carry the no-create mode
 	switch e.cmd {
+	case cmdEvict:
+		return f.applyEvict(now, &e, l) // memory.go
 	case cmdBatch:
 		res := make([]engine.Result, len(e.reqs))
 		if err := f.eng.Do(ctx, now, e.reqs, res); err != nil {
@@ -71,6 +82,14 @@ func (f *fsm) Apply(l *raft.Log) any {
 			panic(fmt.Sprintf("cluster: applying log entry %d: %v", l.Index, err))
 		}
 		return &lenResult{n: n}
+	case cmdBatch2:
+		res, err := f.applyBatch2(now, &e)
+		if err != nil {
+			panic(fmt.Sprintf("cluster: applying log entry %d: %v", l.Index, err))
+		}
+		return &batchResult{res: res}
+	case cmdPolicySet, cmdPolicyDel, cmdPolicyReplace:
+		return f.applyPolicyEntry(&e)
 	}
 	panic(fmt.Sprintf("cluster: log entry %d has unknown command type %d", l.Index, e.cmd))
 }

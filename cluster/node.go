@@ -83,6 +83,10 @@ type Config struct {
 	TLS     *tls.Config
 	DialTLS *tls.Config
 
+	// FrameTimeout bounds how long a frame from a peer may take to arrive
+	// once it started (default 30s); a slower peer is disconnected.
+	FrameTimeout time.Duration
+
 	NoSync bool // skip fsync of the log: for tests only, loses acknowledged writes on power loss
 
 	Logger       *slog.Logger // default: discard
@@ -109,6 +113,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.TrailingLogs == 0 {
 		c.TrailingLogs = 10240
+	}
+	if c.FrameTimeout <= 0 {
+		c.FrameTimeout = defaultFrameTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -149,7 +156,9 @@ type Node struct {
 	noTransfer bool // Close skips the leadership hand-off (tests: a crash)
 
 	expired       atomic.Int64 // keys dropped by Sweep (status.go)
+	mem           nodeMemory   // maxmemory (memory.go)
 	leaderChanges atomic.Int64 // leader observations by watchLeader
+	snapStats     *snapStats   // Raft snapshots taken and restored (snapstats.go)
 }
 
 // Open starts a node on eng. The engine must be fresh: the log (and the
@@ -186,6 +195,8 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 		closing: make(chan struct{}),
 		resp:    make(map[string]string),
 		conns:   make(map[net.Conn]bool),
+
+		snapStats: newSnapStats(),
 	}
 	ln, err := net.Listen("tcp", cfg.RaftAddr)
 	if err != nil {
@@ -258,7 +269,7 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 		cleanup()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.store, snaps, n.trans)
+	n.raft, err = raft.NewRaft(rc, statsFSM{n.fsm, n.snapStats}, logs, n.store, snaps, n.trans)
 	if err != nil {
 		cleanup()
 		return nil, fmt.Errorf("cluster: %w", err)
@@ -398,7 +409,7 @@ func (n *Node) Do(ctx context.Context, reqs []engine.Request, res []engine.Resul
 	defer cancel()
 	// Encoding copies the keys, which alias the caller's buffers: after an
 	// early return nothing here reads them.
-	chunk := appendRequests(make([]byte, 0, len(reqs)*40), reqs)
+	chunk := appendRequests2(make([]byte, 0, len(reqs)*40), reqs, nil)
 	all, off, err := n.submit(ctx, chunk, len(reqs), false)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/persist"
+	"github.com/rlserver/rlserver/policy"
 )
 
 // Raft snapshots hold the FSM's clock, its applied index and every live
@@ -41,16 +42,20 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: snapshot: %w", err)
 	}
-	return &fsmSnapshot{clock: clock, applied: applied, recs: recs}, nil
+	return &fsmSnapshot{clock: clock, applied: applied, recs: recs, policies: f.policies.Defs()}, nil
 }
 
 // Restore replaces the state with a snapshot's (a follower catching up, a
 // node joining, or a restart).
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	clock, applied, recs, err := readSnapshot(rc)
+	clock, applied, recs, defs, err := readSnapshot(rc)
 	if err != nil {
 		return fmt.Errorf("cluster: restore: %w", err)
+	}
+	ps, err := policy.ParseDefs(defs)
+	if err != nil {
+		return fmt.Errorf("cluster: restore: policies: %w", err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -61,20 +66,24 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err := f.eng.Import(ctx, clock, recs); err != nil {
 		return fmt.Errorf("cluster: restore: %w", err)
 	}
+	if err := f.policies.Replace(ps); err != nil {
+		return fmt.Errorf("cluster: restore: policies: %w", err)
+	}
 	f.now.Store(clock)
 	f.applied.Store(applied)
 	return nil
 }
 
 type fsmSnapshot struct {
-	clock   int64
-	applied uint64
-	recs    []engine.Record
+	clock    int64
+	applied  uint64
+	recs     []engine.Record
+	policies [][]string // definitions, sorted by name
 }
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	w := bufio.NewWriterSize(sink, 256<<10)
-	err := writeSnapshot(w, s.clock, s.applied, s.recs)
+	err := writeSnapshot(w, s.clock, s.applied, s.policies, s.recs)
 	if err == nil {
 		err = w.Flush()
 	}
@@ -93,6 +102,7 @@ func (s *fsmSnapshot) Release() {}
 func (f *fsm) Digest(ctx context.Context) (applied uint64, digest string, err error) {
 	f.mu.Lock()
 	clock, applied, recs, err := f.capture(ctx)
+	defs := f.policies.Defs()
 	f.mu.Unlock()
 	if err != nil {
 		return 0, "", err
@@ -108,6 +118,11 @@ func (f *fsm) Digest(ctx context.Context) (applied uint64, digest string, err er
 			buf = buf[:0]
 		}
 	}
+	// The policies, when there are any (so a state without any hashes as
+	// it did before policies existed).
+	for _, d := range defs {
+		buf = appendWords(buf, d)
+	}
 	h.Write(buf)
 	return applied, hex.EncodeToString(h.Sum(nil)), nil
 }
@@ -120,24 +135,24 @@ const metaVersion = 1
 
 var errBadSnapshot = errors.New("bad snapshot")
 
-func writeSnapshot(w io.Writer, clock int64, applied uint64, recs []engine.Record) error {
+func writeSnapshot(w io.Writer, clock int64, applied uint64, policies [][]string, recs []engine.Record) error {
 	meta := binary.AppendUvarint([]byte{metaVersion}, applied)
-	return persist.Encode(w, persist.Header{ClockNanos: clock, Meta: meta}, recs)
+	return persist.Encode(w, persist.Header{ClockNanos: clock, Meta: meta, Policies: policies}, recs)
 }
 
-func readSnapshot(r io.Reader) (clock int64, applied uint64, recs []engine.Record, err error) {
+func readSnapshot(r io.Reader) (clock int64, applied uint64, recs []engine.Record, policies [][]string, err error) {
 	h, recs, err := persist.Decode(r)
 	if err != nil {
-		return 0, 0, nil, err
+		return 0, 0, nil, nil, err
 	}
 	if len(h.Meta) < 2 || h.Meta[0] != metaVersion {
-		return 0, 0, nil, fmt.Errorf("%w: not a Raft snapshot of this version (meta %x)", errBadSnapshot, h.Meta)
+		return 0, 0, nil, nil, fmt.Errorf("%w: not a Raft snapshot of this version (meta %x)", errBadSnapshot, h.Meta)
 	}
 	applied, n := binary.Uvarint(h.Meta[1:])
 	if n <= 0 || n != len(h.Meta)-1 {
-		return 0, 0, nil, fmt.Errorf("%w: bad meta %x", errBadSnapshot, h.Meta)
+		return 0, 0, nil, nil, fmt.Errorf("%w: bad meta %x", errBadSnapshot, h.Meta)
 	}
-	return h.ClockNanos, applied, recs, nil
+	return h.ClockNanos, applied, recs, h.Policies, nil
 }
 
 // appendRecord encodes a record for the digest.

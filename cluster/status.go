@@ -43,6 +43,23 @@ func (n *Node) ClusterStatus() resp.ClusterStatus {
 	return st
 }
 
+// RaftSnapshotStatus describes this node's Raft snapshots (metrics, INFO
+// persistence).
+func (n *Node) RaftSnapshotStatus() resp.RaftSnapshotStatus {
+	st := n.snapStats.status()
+	if v, err := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64); err == nil {
+		st.LastIndex = v
+	}
+	return st
+}
+
+// StateNanos is the time of the replicated state: the clock of the last
+// applied entry. Reads of the engine outside the log (metrics) must use it
+// rather than the wall clock: a read moves a shard's clock forward, and a
+// shard ahead of the log applies later entries at a time the log does not
+// say, so the replicas diverge.
+func (n *Node) StateNanos() int64 { return n.fsm.now.Load() }
+
 // ExpiredKeys counts the keys the background sweep has dropped.
 func (n *Node) ExpiredKeys() int64 { return n.expired.Load() }
 

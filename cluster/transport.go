@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	"bufio"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -147,3 +150,94 @@ type advertiseAddr string
 
 func (a advertiseAddr) Network() string { return "tcp" }
 func (a advertiseAddr) String() string  { return string(a) }
+
+// Frames on a forward connection (forward.go): uint32 big-endian length of
+// the rest, byte type, uint64 id, payload. The port is reachable before any
+// authentication (without TLS there is none), so a frame's announced
+// length is a claim, not a reservation: the payload buffer starts at
+// frameChunk and doubles only as bytes actually arrive, so memory is at
+// most about twice what the peer really sent (a peer that announces 64 MiB
+// and sends nothing costs one chunk), and a frame that has started must be
+// complete within the reader's timeout or the connection is closed.
+// Between frames a connection may idle without limit (forward connections
+// are persistent).
+const (
+	maxFrame            = 64 << 20
+	frameChunk          = 64 << 10
+	defaultFrameTimeout = 30 * time.Second
+)
+
+var errFrameTooLarge = errors.New("frame too large")
+
+// frameReader reads frames off one connection.
+type frameReader struct {
+	c       net.Conn
+	r       *bufio.Reader
+	timeout time.Duration
+}
+
+func newFrameReader(c net.Conn, timeout time.Duration) *frameReader {
+	if timeout <= 0 {
+		timeout = defaultFrameTimeout
+	}
+	return &frameReader{c: c, r: bufio.NewReaderSize(c, frameChunk), timeout: timeout}
+}
+
+// next waits (without a deadline) for the next frame to start, then reads
+// it whole within the timeout. The payload is freshly allocated.
+func (fr *frameReader) next() (typ byte, id uint64, payload []byte, err error) {
+	if _, err = fr.r.Peek(1); err != nil {
+		return
+	}
+	// A frame already buffered whole needs no deadline (the common case:
+	// the deadline costs a timer update per frame).
+	buffered := false
+	if b := fr.r.Buffered(); b >= 4 {
+		hdr, _ := fr.r.Peek(4)
+		buffered = 4+int(binary.BigEndian.Uint32(hdr)) <= b
+	}
+	if !buffered {
+		fr.c.SetReadDeadline(time.Now().Add(fr.timeout))
+		defer fr.c.SetReadDeadline(time.Time{})
+	}
+	return readFrame(fr.r)
+}
+
+// readFrame reads one frame from r; the payload is freshly allocated.
+func readFrame(r io.Reader) (typ byte, id uint64, payload []byte, err error) {
+	var hdr [13]byte
+	if _, err = io.ReadFull(r, hdr[:4]); err != nil {
+		return
+	}
+	n := binary.BigEndian.Uint32(hdr[:4])
+	if n < 9 || n > maxFrame {
+		return 0, 0, nil, errFrameTooLarge
+	}
+	if _, err = io.ReadFull(r, hdr[4:13]); err != nil {
+		return
+	}
+	typ = hdr[4]
+	id = binary.BigEndian.Uint64(hdr[5:13])
+	payload, err = readPayload(r, int(n-9))
+	return
+}
+
+// readPayload reads n bytes into a buffer that starts at frameChunk and
+// doubles (up to n) each time it fills, so its size follows the bytes
+// received rather than the length announced.
+func readPayload(r io.Reader, n int) ([]byte, error) {
+	buf := make([]byte, 0, min(n, frameChunk))
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(n, 2*cap(buf)))
+			copy(grown, buf)
+			buf = grown
+		}
+		m, err := io.ReadFull(r, buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			return nil, err
+		}
+	}
+	return buf, nil
+}

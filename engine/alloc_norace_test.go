@@ -33,3 +33,42 @@ func TestDoNoAllocsOnExistingKeys(t *testing.T) {
 		t.Errorf("Do of 32 existing keys: %v allocs, want 0", n)
 	}
 }
+
+// TestDoGroupsNoAllocs: tiered checks on existing keys allocate nothing
+// either, on one shard (in the shard's job) or across shards (the caller
+// parks the shards with the pooled batch's channels).
+func TestDoGroupsNoAllocs(t *testing.T) {
+	const shards = 4
+	e := newEngine(t, shards)
+	for _, c := range []struct {
+		name string
+		on   [3]int
+	}{{"one shard", [3]int{2, 2, 2}}, {"three shards", [3]int{0, 1, 3}}} {
+		reqs := make([]Request, 0, 7)
+		for g := range 2 {
+			for i, si := range c.on {
+				r := bucket(t, keyOn(shards, si, fmt.Sprintf("%s/%d/%d:", c.name, g, i)), 1e9, 1, 1)
+				r.Scaled = true
+				if i == 0 {
+					r.Tiers = 3
+				}
+				reqs = append(reqs, r)
+			}
+		}
+		reqs = append(reqs, bucket(t, "plain", 1e9, 1, 1))
+		res := make([]Result, len(reqs))
+		ctx := context.Background()
+		now := t0
+		if err := e.Do(ctx, now, reqs, res); err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(1000, func() {
+			now++
+			if err := e.Do(ctx, now, reqs, res); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("%s: two 3-tier groups and a plain request: %v allocs, want 0", c.name, n)
+		}
+	}
+}

@@ -6,7 +6,8 @@ import "context"
 const NumKinds = int(KindShape) + 1
 
 // CountKinds counts the keys whose state is not empty at nowNanos, by kind
-// (index Kind; KindNone stays 0). It walks every shard's table on the
+// (index Kind; KindNone stays 0). Scaled token buckets and queues
+// (Request.Scaled) count as KindGCRA and KindShape. It walks every shard's table on the
 // shard's goroutine, like Len: O(keys), for metrics scraped now and then,
 // not for the request path.
 func (e *Engine) CountKinds(ctx context.Context, nowNanos int64) ([NumKinds]int, error) {

@@ -971,3 +971,35 @@ func TestChanges(t *testing.T) {
 	want++
 	check("imported")
 }
+
+func TestShardOfHashTags(t *testing.T) {
+	const n = 64
+	same := func(a, b string) bool { return ShardOf([]byte(a), n) == ShardOf([]byte(b), n) }
+	for _, k := range []string{"{user42}:login", "{user42}:api", "x{user42}y", "{user42}{other}"} {
+		if !same(k, "user42") {
+			t.Errorf("%q is not on the shard of user42", k)
+		}
+	}
+	if !same("{a}{b}", "a") {
+		t.Error("{a}{b} is not placed by a")
+	}
+	// No tag (empty braces, no closing brace): the whole key is hashed.
+	for _, k := range []string{"{}x", "x{", "}x{"} {
+		h := uint64(14695981039346656037)
+		for _, c := range []byte(k) {
+			h ^= uint64(c)
+			h *= 1099511628211
+		}
+		if got, want := ShardOf([]byte(k), n), int(h%n); got != want {
+			t.Errorf("ShardOf(%q) = %d, want %d (the whole key hashed)", k, got, want)
+		}
+	}
+	// Tags spread over the shards like keys do.
+	seen := map[int]bool{}
+	for i := range 1000 {
+		seen[ShardOf(fmt.Appendf(nil, "{u%d}:login", i), n)] = true
+	}
+	if len(seen) < n/2 {
+		t.Errorf("1000 tags use only %d of %d shards", len(seen), n)
+	}
+}

@@ -23,9 +23,17 @@ package engine
 // until the newest entry leaves, 0 when empty).
 //
 // State: the window length and the ring. It expires when the newest entry
-// leaves. Entries that left are dropped on access, which is invisible. A
-// call with another window length sees an empty log, and replaces it if it
-// is allowed.
+// leaves. Entries that left are dropped on access, which is invisible.
+//
+// Changed parameters (a policy changed at run time, or two callers that
+// disagree): the timestamps are kept and re-read under the call's limit and
+// window. A call with window W' first drops the entries outside the stored
+// window W (they are gone whatever W' is: a longer window does not bring
+// them back, since they may have been dropped already), then counts the
+// entries inside its own window, those at t > now-W'. When it writes, the
+// log's window becomes W' and entries outside it are dropped. A lowered
+// limit leaves the entries in place and denies until enough have left; a
+// raised one admits at once.
 
 // logState is a key's sliding window log: n timestamps in ascending order
 // starting at ring[head], wrapping around.
@@ -111,18 +119,18 @@ func Log(key []byte, limit, windowMs, cost int64) (Request, error) {
 // was written and is to be kept.
 func slidingLog(now int64, st *logState, r *Request, out *Result) (store bool) {
 	w, limit, cost := r.Window, r.Limit, r.Cost
-	var empty logState
-	cur := st
-	if st.window == w {
-		st.evict(now)
-	} else {
-		cur = &empty
+	st.evict(now) // under the stored window
+	// The entries before skip are inside the stored window but not the
+	// call's (a shortened window).
+	var skip uint32
+	if w < st.window {
+		skip = st.firstAfter(now - w)
 	}
-	n := int64(cur.n)
+	n := int64(st.n - skip)
 	out.Limit = limit
 	out.Remaining = max(limit-n, 0)
 	if n > 0 {
-		out.ResetAfter = cur.expiresAt() - now
+		out.ResetAfter = st.at(st.n-1) + w - now
 	}
 	if cost > limit {
 		out.RetryAfter = -1
@@ -130,7 +138,7 @@ func slidingLog(now int64, st *logState, r *Request, out *Result) (store bool) {
 	}
 	if n+cost > limit {
 		k := uint32(n + cost - limit) // 1 <= k <= n
-		out.RetryAfter = cur.at(k-1) + w - now
+		out.RetryAfter = st.at(skip+k-1) + w - now
 		return false
 	}
 	out.Allowed = true
@@ -138,15 +146,31 @@ func slidingLog(now int64, st *logState, r *Request, out *Result) (store bool) {
 	if n+cost > 0 {
 		out.ResetAfter = w
 		if cost == 0 {
-			out.ResetAfter = cur.expiresAt() - now
+			out.ResetAfter = st.at(st.n-1) + w - now
 		}
 	}
 	if r.ReadOnly || cost == 0 {
 		return false
 	}
-	if cur != st {
-		st.n, st.head, st.window = 0, 0, w
+	if st.window != w {
+		st.window = w
+		st.evict(now) // drops the skipped entries
 	}
 	st.push(now, cost, limit)
 	return true
+}
+
+// firstAfter is the index of the oldest entry above t (n when none is):
+// a binary search, since the entries are ascending.
+func (st *logState) firstAfter(t int64) uint32 {
+	lo, hi := uint32(0), st.n
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if st.at(mid) <= t {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }

@@ -28,9 +28,10 @@ func TestLogScript(t *testing.T) {
 		{"cost 3 waits for the third oldest", algT0 + algSec, lg(3), res(false, 0, algSec, algSec)},
 		{"all gone one window after the newest", algT0 + 2*algSec, lg(3), res(true, 0, 0, algSec)},
 	})
-	// Another window length starts afresh.
+	// Another window length re-reads the timestamps (policy change rule):
+	// the 3 units admitted at this instant are inside 500 ms too.
 	other := algReq(engine.Log([]byte("l"), 3, 500, 3))
-	if got := algDo(t, e, algT0+2*algSec, other); got != res(true, 0, 0, 500*algMs) {
+	if got := algDo(t, e, algT0+2*algSec, other); got != res(false, 0, 500*algMs, 500*algMs) {
 		t.Errorf("500 ms window: %+v", got)
 	}
 }

@@ -19,13 +19,20 @@ import (
 
 // FuzzEngineOps runs sequences of engine operations decoded from the input:
 // decisions of every kind with arbitrary parameters, costs and times
-// (backwards jumps included), key operations, batches, sweeps, DBSIZE,
-// FLUSHALL, and Export/Import round trips through the snapshot format. It
-// checks that nothing panics and that:
+// (backwards jumps included), scaled (policy) requests, all-or-nothing
+// groups of any tiers (duplicate keys and non-decision tiers included),
+// key operations, batches, sweeps, DBSIZE, FLUSHALL, and Export/Import
+// round trips through the snapshot format. It checks that nothing panics
+// and that:
 //
 //   - every result is well-formed (Result's documented ranges; the only
-//     error is ErrWrongType), and every refused constructor call returns one
-//     of the engine's sentinel errors;
+//     error outside groups is ErrWrongType; a group fails whole, with
+//     ErrDuplicateTier or ErrBadRequest exactly when ValidateBatch refuses
+//     it, or with ErrWrongType on the failing tiers and ErrGroupAborted on
+//     the others), and every refused constructor call returns one of the
+//     engine's sentinel errors;
+//   - the tiers of a group are charged only together: a rejected group's
+//     tiers admit nothing (the invariant keys below take part in groups);
 //   - a token bucket (fixed capacity and rate) never admits more than
 //     capacity + rate*W in any W ns; a fixed window never more than its
 //     limit in an aligned window; a sliding log never more than its limit in
@@ -146,6 +153,14 @@ type opsEvent struct {
 type opsPending struct {
 	req   engine.Request
 	check func(r engine.Result) // bookkeeping after the batch, may be nil
+	group int                   // on a group's first request: its size
+}
+
+// opsTier is a decision on an invariant key, for a group: its request and
+// the bookkeeping to run if the group is charged.
+type opsTier struct {
+	req   engine.Request
+	check func(r engine.Result)
 }
 
 type opsHarness struct {
@@ -230,28 +245,10 @@ func (h *opsHarness) advanceAll(now int64) {
 
 func (h *opsHarness) step() {
 	in := h.in
-	switch op := in.byte() % 12; op {
-	case 0, 1: // a token bucket call, or a peek
-		k := opsBucketKeys[op]
-		r := h.bucket[k]
-		r.Cost = int64(in.byte() % 20)
-		r.ReadOnly = r.Cost == 0 || in.byte()&1 == 1
-		h.add(r, h.admit(k, r))
-	case 2:
-		r := h.logReq
-		r.Cost = int64(in.byte()) % (r.Limit + 2)
-		r.ReadOnly = r.Cost == 0
-		h.add(r, h.admit(opsLogKey, r))
-	case 3:
-		r := h.fixedReq
-		r.Cost = int64(in.byte()) % (r.Limit + 2)
-		r.ReadOnly = r.Cost == 0
-		h.add(r, h.admit(opsFixedKey, r))
-	case 4:
-		r := h.shapeReq
-		r.Cost = int64(in.byte()) % (r.Limit + 2)
-		r.ReadOnly = r.Cost == 0
-		h.add(r, h.admit(opsShapeKey, r))
+	switch op := in.byte() % 13; op {
+	case 0, 1, 2, 3, 4: // a decision on an invariant key
+		t := h.invariant(int(op))
+		h.add(t.req, t.check)
 	case 5, 6: // any constructor, any parameters
 		b := in.byte()
 		var key string
@@ -275,9 +272,11 @@ func (h *opsHarness) step() {
 			}
 			return
 		}
-		if in.byte()&1 == 1 {
+		b = in.byte()
+		if b&1 == 1 {
 			r.ReadOnly = true // RL.PEEK does this
 		}
+		r.Scaled = b&2 != 0 // any parameters: policy changes on live keys
 		h.add(r, nil)
 	case 7: // DEL, EXISTS, TTL on any key
 		keys := append(append([]string{opsLogKey, opsFixedKey, opsShapeKey}, opsBucketKeys...), opsFreeKeys...)
@@ -305,6 +304,8 @@ func (h *opsHarness) step() {
 	case 10:
 		h.commit()
 		h.roundTrip()
+	case 12:
+		h.group()
 	default:
 		h.commit()
 		switch b := in.byte(); b % 8 {
@@ -319,6 +320,82 @@ func (h *opsHarness) step() {
 		default:
 			h.len()
 		}
+	}
+}
+
+// invariant builds a decision on invariant key i (0, 1: the token
+// buckets, 2: the log, 3: the fixed window, 4: the queue) with the key's
+// parameters and an arbitrary cost, Scaled or not (which, with fixed
+// parameters, changes nothing).
+func (h *opsHarness) invariant(i int) opsTier {
+	in := h.in
+	var r engine.Request
+	var key string
+	b := in.byte()
+	switch i {
+	case 0, 1: // a token bucket call, or a peek
+		key = opsBucketKeys[i]
+		r = h.bucket[key]
+		r.Cost = int64(b % 20)
+		c := in.byte()
+		r.ReadOnly = r.Cost == 0 || c&1 == 1
+		r.Scaled = c&2 != 0
+	case 2:
+		key, r = opsLogKey, h.logReq
+	case 3:
+		key, r = opsFixedKey, h.fixedReq
+	default:
+		key, r = opsShapeKey, h.shapeReq
+		r.Scaled = b&0x80 != 0
+	}
+	if i >= 2 {
+		r.Cost = int64(b) % (r.Limit + 2)
+		r.ReadOnly = r.Cost == 0
+	}
+	return opsTier{req: r, check: h.admit(key, r)}
+}
+
+// group adds an all-or-nothing group of 1 to 4 tiers: decisions on
+// invariant keys (booked only if the group is charged) and on free keys
+// with any parameters, sometimes a key twice or a tier that is not a
+// decision.
+func (h *opsHarness) group() {
+	in := h.in
+	n := 1 + int(in.byte()%4)
+	tiers := make([]opsTier, 0, n)
+	for range n {
+		b := in.byte()
+		switch {
+		case b < 96:
+			tiers = append(tiers, h.invariant(int(b%5)))
+		case b < 250:
+			key := opsFreeKeys[int(b)%len(opsFreeKeys)]
+			r, err := h.build(int(in.byte()%7), []byte(key))
+			if err != nil {
+				if !opsKnownErr(err) {
+					h.t.Fatalf("constructor error %v is not one of the engine's sentinels", err)
+				}
+				continue
+			}
+			r.Scaled = b&1 == 1
+			tiers = append(tiers, opsTier{req: r})
+		default:
+			tiers = append(tiers, opsTier{req: engine.Request{Op: engine.OpExists, Key: []byte(opsFreeKeys[0])}})
+		}
+	}
+	if len(tiers) == 0 {
+		return
+	}
+	if len(h.pending)+len(tiers) > 64 {
+		h.commit()
+	}
+	tiers[0].req.Tiers = uint16(len(tiers))
+	for i, t := range tiers {
+		p := opsPending{req: t.req, check: t.check}
+		if i == 0 {
+			p.group = len(tiers)
+		}
+		h.pending = append(h.pending, p)
 	}
 }
 
@@ -449,13 +526,70 @@ func (h *opsHarness) commit() {
 			}
 		}
 	}
-	for i, p := range h.pending {
+	verr := engine.ValidateBatch(reqs)
+	sawInvalid := false
+	for i := 0; i < len(reqs); i++ {
+		if n := h.pending[i].group; n > 0 {
+			invalid, charged := opsCheckGroup(h.t, reqs[i:i+n], res[i:i+n])
+			sawInvalid = sawInvalid || invalid
+			for j := i; j < i+n && charged; j++ {
+				if p := h.pending[j]; p.check != nil {
+					p.check(res[j])
+				}
+			}
+			i += n - 1
+			continue
+		}
 		opsCheckResult(h.t, &reqs[i], &res[i])
-		if p.check != nil && res[i].Err == nil {
+		if p := h.pending[i]; p.check != nil && res[i].Err == nil {
 			p.check(res[i])
 		}
 	}
+	if (verr != nil) != sawInvalid {
+		h.t.Fatalf("ValidateBatch says %v, but Do refused a group: %v", verr, sawInvalid)
+	}
 	h.pending = h.pending[:0]
+}
+
+// opsCheckGroup checks a group's results. It reports whether Do refused
+// the group as ValidateBatch would (ErrDuplicateTier, ErrBadRequest), and
+// whether every tier was charged (allowed), so the caller books them.
+func opsCheckGroup(t *testing.T, reqs []engine.Request, res []engine.Result) (invalid, charged bool) {
+	failed, wrong := 0, 0
+	charged = true
+	for i := range res {
+		switch err := res[i].Err; {
+		case err == nil:
+			charged = charged && res[i].Allowed
+		case errors.Is(err, engine.ErrDuplicateTier), errors.Is(err, engine.ErrBadRequest):
+			invalid = true
+		case errors.Is(err, engine.ErrGroupAborted):
+			failed++
+		case errors.Is(err, engine.ErrWrongType):
+			failed++
+			wrong++
+		default:
+			t.Fatalf("group %+v: tier %d: unexpected error %v", reqs, i, err)
+		}
+	}
+	if invalid {
+		for i := range res {
+			if res[i] != (engine.Result{Err: res[0].Err}) {
+				t.Fatalf("refused group %+v: results %+v are not all one error", reqs, res)
+			}
+		}
+		return true, false
+	}
+	if failed > 0 {
+		if failed != len(res) || wrong == 0 {
+			t.Fatalf("failed group %+v: results %+v", reqs, res)
+		}
+		return false, false
+	}
+	for i := range reqs {
+		opsCheckResult(t, &reqs[i], &res[i])
+	}
+	return false, charged
 }
 
 // opsCheckResult checks the ranges Result documents.

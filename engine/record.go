@@ -11,13 +11,18 @@ import (
 // the Unix epoch, lengths in ns):
 //
 //	KindGCRA    [tat]                      theoretical arrival time
+//	            [tat, interval, limit]     the same, kept with the parameters it was charged under (Request.Scaled)
 //	KindFixed   [end, window, count]       window end (a multiple of window), length, units admitted
 //	KindSliding [end, window, cur, prev]   current window end (a multiple of window), length, its units, the previous window's units
 //	KindLog     [window, t1, ..., tn]      window length, then one timestamp per admitted unit, oldest first (1 <= n <= MaxLogLimit)
 //	KindShape   [end]                      time at which the queue is empty
+//	            [end, interval, limit]     the same, with its parameters (Request.Scaled)
 //
 // These layouts are part of the snapshot format: append fields, never
-// reorder them.
+// reorder them. A scaled GCRA or SHAPE state has the compact layout with
+// two fields appended, so a snapshot that holds none reads as before, and
+// the snapshot encoding, which codes only the first field of these kinds
+// as a time, carries both forms unchanged.
 type Record struct {
 	Key    string
 	Kind   Kind
@@ -174,6 +179,7 @@ func (x *exporter) end() {
 		return // never started
 	}
 	x.s.walks = slices.DeleteFunc(x.s.walks, func(y *exporter) bool { return y == x })
+	x.s.freeRetired()
 	x.slots, x.arena, x.created = nil, nil, nil
 }
 
@@ -187,10 +193,13 @@ func (x *exporter) abort(s *shard) {
 
 // record copies key's state, of kind k in value v (a slot's).
 func (s *shard) record(key []byte, k Kind, v int64) Record {
-	rec := Record{Key: string(key), Kind: k}
+	rec := Record{Key: string(key), Kind: k.visible()}
 	switch k {
 	case KindGCRA, KindShape:
 		rec.Fields = []int64{v}
+	case kindGCRAScaled, kindShapeScaled:
+		st := s.scaled.vals[v]
+		rec.Fields = []int64{st.val, st.interval, st.limit}
 	case KindFixed:
 		st := s.fixed.vals[v]
 		rec.Fields = []int64{st.end, st.window, st.count}
@@ -263,8 +272,11 @@ func checkRecord(rec *Record) string {
 	count := func(c int64) bool { return c >= 0 && c <= MaxLimit }
 	switch rec.Kind {
 	case KindGCRA, KindShape:
-		if len(f) != 1 || !time(f[0]) {
-			return "want [time]"
+		switch {
+		case len(f) == 1 && time(f[0]):
+		case len(f) == 3 && time(f[0]) && f[1] >= 1 && f[1] <= MaxDuration && f[2] >= 1 && f[2] <= MaxDuration/f[1]:
+		default:
+			return "want [time] or [time, interval, limit] with interval, limit >= 1 and interval*limit <= MaxDuration"
 		}
 	case KindFixed:
 		if len(f) != 3 || !window(f[1]) || !aligned(f[0], f[1]) || !count(f[2]) || f[2] == 0 {
@@ -308,9 +320,13 @@ func (s *shard) put(rec *Record) {
 		lg      logState
 		expires int64
 	)
-	switch rec.Kind {
+	k := rec.Kind
+	switch k {
 	case KindGCRA, KindShape:
 		expires = f[0]
+		if len(f) == 3 {
+			k = k.scaledKind()
+		}
 	case KindFixed:
 		fx = fixedState{end: f[0], window: f[1], count: f[2]}
 		expires = fx.end
@@ -324,10 +340,12 @@ func (s *shard) put(rec *Record) {
 	if expires <= s.now {
 		return
 	}
-	i := s.insert(key, h, rec.Kind)
-	switch rec.Kind {
+	i := s.insert(key, h, k)
+	switch k {
 	case KindGCRA, KindShape:
 		s.tab.slots[i].val = f[0]
+	case kindGCRAScaled, kindShapeScaled:
+		s.tab.slots[i].val = s.scaled.add(scaledState{val: f[0], interval: f[1], limit: f[2]})
 	case KindFixed:
 		s.tab.slots[i].val = s.fixed.add(fx)
 	case KindSliding:

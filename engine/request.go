@@ -39,12 +39,19 @@ const (
 	KindSliding Kind = 3 // RL.SLIDING
 	KindLog     Kind = 4 // RL.LOG
 	KindShape   Kind = 5 // RL.SHAPE
+
+	// Kinds 6 and 7 never leave the package: they are the slot kinds of
+	// GCRA and SHAPE state kept with the parameters it was last charged
+	// under (Request.Scaled, scaled.go). Records, TYPE, OpTTL and
+	// CountKinds show them as KindGCRA and KindShape.
+	kindGCRAScaled  Kind = 6
+	kindShapeScaled Kind = 7
 )
 
 // String is the name TYPE replies with.
 func (k Kind) String() string {
 	switch k {
-	case KindGCRA:
+	case KindGCRA, kindGCRAScaled:
 		return "rl-gcra"
 	case KindFixed:
 		return "rl-fixed"
@@ -52,7 +59,7 @@ func (k Kind) String() string {
 		return "rl-sliding"
 	case KindLog:
 		return "rl-log"
-	case KindShape:
+	case KindShape, kindShapeScaled:
 		return "rl-shape"
 	default:
 		return "none"
@@ -96,6 +103,15 @@ var (
 	ErrWindowTooLong    = errors.New("window exceeds the longest supported duration")
 	ErrBadRecord        = errors.New("invalid state record")
 	ErrBadRequest       = errors.New("request outside every constructor's bounds")
+
+	// ErrGroupAborted is the Result.Err of the tiers of an all-or-nothing
+	// group (Request.Tiers) that did not fail themselves while another
+	// tier of the group did: nothing in the group was charged.
+	ErrGroupAborted = errors.New("another tier of the group failed")
+	// ErrDuplicateTier means a key appears twice in one all-or-nothing
+	// group: its tiers would be charged one after the other, so the
+	// group's decision could not hold for both.
+	ErrDuplicateTier = errors.New("a key appears twice in one group")
 )
 
 // Request is one typed command for the engine. Requests are built by the
@@ -103,7 +119,40 @@ var (
 // Key may alias the caller's buffer and must stay valid until Do returns.
 type Request struct {
 	Op       Op
-	ReadOnly bool   // compute the decision, never write or create state
+	ReadOnly bool // compute the decision, never write or create state
+
+	// Tiers, on the first request of an all-or-nothing group, is the
+	// number of requests in the group (>= 1), itself included; the
+	// group's other requests follow it directly in the slice and have
+	// Tiers 0. It is 0 on a plain request. Tiers may be of any decision
+	// op (OpGCRA, OpFixed, OpSliding, OpLog, OpShape), mixed, on any
+	// shards, and no key may appear twice in a group (ErrDuplicateTier).
+	//
+	// Every tier is first evaluated as if ReadOnly, at the same now. If
+	// every tier allows (SHAPE: admits), every tier is then applied for
+	// real and its Result is that of the applied call; otherwise nothing
+	// is written and each tier's Result is its read-only evaluation
+	// (Allowed false on the tiers that reject). If a tier fails
+	// (ErrWrongType), nothing is written, that tier's Result.Err says
+	// why and every other tier's Result is {Err: ErrGroupAborted}. The
+	// group is atomic against every other request and group: no other
+	// request on its keys takes effect between its evaluation and its
+	// charge. Requests before it in the slice take effect before it,
+	// requests after it after it.
+	Tiers uint16
+
+	// Scaled marks a request made from a policy whose limit may change
+	// at run time (OpGCRA and OpShape; the window algorithms ignore it).
+	// A Scaled request that writes stores the parameters (Interval,
+	// Limit) with the state, and any request that later meets such a
+	// state with other parameters first rescales it so that the fraction
+	// of the capacity in use is kept. The rules, per algorithm, are in
+	// DESIGN.md (engine) and scaled.go.
+	Scaled bool
+
+	// Op, ReadOnly, Tiers and Scaled share the word before Key: a
+	// Request is 64 bytes, one cache line (TestRequestSize).
+
 	Key      []byte // the key; any bytes
 	Interval int64  // GCRA, SHAPE: emission interval T in ns (>= 1)
 	Limit    int64  // GCRA: bucket capacity in tokens (tau = Limit*Interval); FIXED, SLIDING, LOG: most units per window; SHAPE: queue capacity in units

@@ -7,14 +7,18 @@ import "sync/atomic"
 type shard struct {
 	ch chan job
 
-	now     int64              // last time seen; time never runs backwards here
-	tab     table              // key -> kind and state (GCRA, SHAPE) or slab index (table.go)
-	gen     uint64             // incremented by flush, which replaces tab
-	fixed   slab[fixedState]   // fixed windows
-	sliding slab[slidingState] // sliding window counters
-	log     slab[logState]     // sliding window logs
-	sweepAt int                // the slot the next sweep starts at
-	walks   []*exporter        // exports in progress (record.go)
+	now      int64              // last time seen; time never runs backwards here
+	tab      table              // key -> kind and state (GCRA, SHAPE) or slab index (table.go)
+	gen      uint64             // incremented by flush, which replaces tab
+	fixed    slab[fixedState]   // fixed windows
+	sliding  slab[slidingState] // sliding window counters
+	log      slab[logState]     // sliding window logs
+	scaled   slab[scaledState]  // GCRA and SHAPE states kept with their parameters (scaled.go)
+	sweepAt  int                // the slot the next sweep starts at
+	walks    []*exporter        // exports in progress (record.go)
+	retired  []*region          // arrays of replaced tables that exports still read (memory.go)
+	noCreate bool               // requests that would create a key fail with ErrOOM (evict.go)
+	scratch  Request            // the read-only copy of a group's tier (decideGroup)
 
 	// dirty counts the state changes of the current job; run adds it to
 	// changes once per job, so a write costs a plain increment and only
@@ -23,15 +27,19 @@ type shard struct {
 	changes atomic.Uint64
 }
 
-// job is one message to a shard: either a slice of a batch (reqs at idx) or
-// a function to run on the shard goroutine.
+// job is one message to a shard: either a slice of a batch (reqs at idx;
+// ^i, negative, for a group that starts at i) or a function to run on the
+// shard goroutine.
 type job struct {
 	now  int64
 	reqs []Request
 	res  []Result
 	idx  []int32
-	fn   func(*shard)
-	done chan struct{}
+	// groups says idx holds groups (^i): the shard then takes the
+	// slower loop that looks for them.
+	groups bool
+	fn     func(*shard)
+	done   chan struct{}
 }
 
 func newShard(queue int) *shard {
@@ -44,8 +52,12 @@ func (s *shard) run() {
 			j.fn(s)
 		} else {
 			s.advance(j.now)
-			for _, i := range j.idx {
-				s.apply(&j.reqs[i], &j.res[i])
+			if j.groups {
+				s.applyGroups(&j)
+			} else {
+				for _, i := range j.idx {
+					s.apply(&j.reqs[i], &j.res[i])
+				}
 			}
 		}
 		if s.dirty != 0 {
@@ -53,6 +65,20 @@ func (s *shard) run() {
 			s.dirty = 0
 		}
 		j.done <- struct{}{}
+	}
+}
+
+// applyGroups applies a job whose list holds groups (^i for a group that
+// starts at i) as well as plain requests.
+func (s *shard) applyGroups(j *job) {
+	for _, i := range j.idx {
+		if i < 0 {
+			i = ^i
+			end := groupEnd(j.reqs, int(i))
+			decideGroup(j.reqs[i:end], j.res[i:end], func(int) *shard { return s })
+			continue
+		}
+		s.apply(&j.reqs[i], &j.res[i])
 	}
 }
 
@@ -85,6 +111,8 @@ func (s *shard) expiresAt(k Kind, v int64) int64 {
 	switch k {
 	case KindGCRA, KindShape:
 		return v
+	case kindGCRAScaled, kindShapeScaled:
+		return s.scaled.vals[v].val
 	case KindFixed:
 		return s.fixed.vals[v].end
 	case KindSliding:
@@ -128,6 +156,8 @@ func (s *shard) free(k Kind, v int64) {
 		s.sliding.del(v)
 	case KindLog:
 		s.log.del(v)
+	case kindGCRAScaled, kindShapeScaled:
+		s.scaled.del(v)
 	}
 }
 
@@ -153,7 +183,9 @@ func (s *shard) rebuild() {
 	var fixed slab[fixedState]
 	var sliding slab[slidingState]
 	var log slab[logState]
+	var scaled slab[scaledState]
 	compactFixed, compactSliding, compactLog := s.fixed.sparse(), s.sliding.sparse(), s.log.sparse()
+	compactScaled := s.scaled.sparse()
 	remap := func(k Kind, v int64) int64 {
 		switch {
 		case k == KindFixed && compactFixed:
@@ -162,6 +194,8 @@ func (s *shard) rebuild() {
 			return sliding.add(s.sliding.vals[v])
 		case k == KindLog && compactLog:
 			return log.add(s.log.vals[v])
+		case (k == kindGCRAScaled || k == kindShapeScaled) && compactScaled:
+			return scaled.add(s.scaled.vals[v])
 		}
 		return v
 	}
@@ -176,9 +210,13 @@ func (s *shard) rebuild() {
 	if compactLog {
 		s.log = log
 	}
+	if compactScaled {
+		s.scaled = scaled
+	}
 	for _, x := range s.walks {
 		x.freeze(old.arena)
 	}
+	s.retire(&old)
 	s.sweepAt = 0
 }
 
@@ -190,9 +228,16 @@ func (sl *slab[T]) sparse() bool {
 
 func (s *shard) apply(r *Request, out *Result) {
 	*out = Result{}
+	if s.noCreate && s.refuseCreate(r, out) {
+		return
+	}
 	switch r.Op {
 	case OpGCRA:
-		s.applyInline(KindGCRA, r, out, gcra)
+		if r.Scaled {
+			s.applyBucketScaled(KindGCRA, r, out, gcra)
+		} else {
+			s.applyBucket(KindGCRA, r, out, gcra)
+		}
 	case OpFixed:
 		applyValue(s, KindFixed, &s.fixed, r, out, fixed)
 	case OpSliding:
@@ -200,7 +245,11 @@ func (s *shard) apply(r *Request, out *Result) {
 	case OpLog:
 		s.applyLog(r, out)
 	case OpShape:
-		s.applyInline(KindShape, r, out, shape)
+		if r.Scaled {
+			s.applyBucketScaled(KindShape, r, out, shape)
+		} else {
+			s.applyBucket(KindShape, r, out, shape)
+		}
 	case OpDel:
 		if i, ok := s.lookup(r.Key, hashKey(r.Key)); ok {
 			s.remove(i)
@@ -216,38 +265,11 @@ func (s *shard) apply(r *Request, out *Result) {
 		if i, ok := s.lookup(r.Key, hashKey(r.Key)); ok {
 			sl := &s.tab.slots[i]
 			out.Value = s.expiresAt(sl.kind(), sl.val) - s.now
-			out.Kind = sl.kind()
+			out.Kind = sl.kind().visible()
 		}
 	default:
 		panic("engine: unknown op")
 	}
-}
-
-// applyInline decides a request whose state is one int64 kept in the
-// table's slot (GCRA's TAT, SHAPE's schedule end; 0 when the key is
-// missing).
-func (s *shard) applyInline(k Kind, r *Request, out *Result,
-	decide func(now, v int64, r *Request, out *Result) (int64, bool)) {
-	h := hashKey(r.Key)
-	i, ok := s.lookup(r.Key, h)
-	var v int64
-	if ok {
-		sl := &s.tab.slots[i]
-		if sl.kind() != k {
-			out.Err = ErrWrongType
-			return
-		}
-		v = sl.val
-	}
-	next, store := decide(s.now, v, r, out)
-	if !store {
-		return
-	}
-	s.dirty++
-	if !ok {
-		i = s.insert(r.Key, h, k)
-	}
-	s.tab.slots[i].val = next
 }
 
 // applyValue decides a request whose state is a plain value of type T in
@@ -365,7 +387,7 @@ func (s *shard) countKinds(now int64) [NumKinds]int {
 	var n [NumKinds]int
 	for i := range s.tab.slots {
 		if sl := &s.tab.slots[i]; sl.used() && s.expiresAt(sl.kind(), sl.val) > s.now {
-			n[sl.kind()]++
+			n[sl.kind().visible()]++
 		}
 	}
 	return n
@@ -378,10 +400,12 @@ func (s *shard) flush() {
 	for _, x := range s.walks {
 		x.freeze(s.tab.arena) // ends at its next step: gen changes
 	}
+	s.retire(&s.tab)
 	s.tab = newTable(minSlots, 0)
 	s.gen++
 	s.sweepAt = 0
 	s.fixed.reset()
 	s.sliding.reset()
 	s.log.reset()
+	s.scaled.reset()
 }

@@ -41,12 +41,25 @@ import (
 //
 // The table does not know about expiry: the shard (shard.go) decides what
 // is live, and drives rebuilds.
+//
+// Large slot arrays and arenas live outside the Go heap (memory.go):
+// slotsMem and arenaMem are their regions (nil when on the heap), and the
+// owner of a table it drops frees them (release, shard.retire).
 type table struct {
 	slots     []slot
 	arena     []byte // key bytes: len is the bytes in use, live and dead
 	live      int    // slots holding a key
 	dead      int    // tombstones
 	deadBytes int    // arena bytes of deleted keys
+
+	// kinds counts the used slots by slot kind (meta bits 25-27), so the
+	// stored keys of each kind are known without a walk. A slot whose
+	// kind is changed in place (setKind) is counted under its old kind
+	// until removed, and its removal under the new one: only sums over
+	// the kinds one Kind.visible maps together are meaningful.
+	kinds [8]int
+
+	slotsMem, arenaMem *region
 }
 
 // slot is one entry of a table. meta packs, from the low bits:
@@ -96,10 +109,10 @@ func tableSize(n int) int {
 // newTable returns an empty table of size slots (a multiple of 8) whose
 // arena has room for arenaCap bytes.
 func newTable(size, arenaCap int) table {
-	return table{
-		slots: make([]slot, size),
-		arena: make([]byte, 0, arenaCap),
-	}
+	var t table
+	t.slots, t.slotsMem = makeSlots(size)
+	t.arena, t.arenaMem = makeArena(arenaCap)
+	return t
 }
 
 // home is the slot where the probe for hash h starts: the high word of
@@ -197,6 +210,7 @@ func (t *table) insert(key []byte, h uint64, k Kind, v int64) int {
 	s.meta = match(h, len(key)) | uint32(k)<<25 | uint32(off>>32)<<28
 	s.val = v
 	t.live++
+	t.kinds[k&7]++
 	return i
 }
 
@@ -204,8 +218,9 @@ func (t *table) insert(key []byte, h uint64, k Kind, v int64) int {
 // A full arena grows into a fresh array, by a quarter (doubling while
 // below 64 KiB): the slack, which the allocator may have zeroed and so made
 // resident, stays below a quarter of the keys' bytes, and the copies cost
-// amortised four bytes per byte. The old array, no longer referenced, is
-// never written again.
+// amortised four bytes per byte. The old array, which nothing else reads
+// (an export reads the current arena, or a frozen one from before a
+// rebuild), is freed at once.
 func (t *table) appendKey(key []byte) int {
 	need := len(key)
 	if need >= lenLong {
@@ -222,9 +237,11 @@ func (t *table) appendKey(key []byte) int {
 		} else {
 			c += c / 4
 		}
-		a := make([]byte, off, min(max(c, off+need, 64), maxArena))
+		a, r := makeArena(min(max(c, off+need, 64), maxArena))
+		a = a[:off]
 		copy(a, t.arena)
-		t.arena = a
+		t.arenaMem.free()
+		t.arena, t.arenaMem = a, r
 	}
 	if len(key) >= lenLong {
 		t.arena = binary.LittleEndian.AppendUint64(t.arena, uint64(len(key)))
@@ -246,6 +263,7 @@ func (t *table) remove(i int) {
 	}
 	t.deadBytes += n
 	t.live--
+	t.kinds[s.kind()]--
 	next := i + 1
 	if next == size {
 		next = 0

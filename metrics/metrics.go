@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/internal/offheap"
 	"github.com/rlserver/rlserver/resp"
 )
 
@@ -75,9 +76,10 @@ var (
 	dConnsRecv   = desc("connections_received_total", "Client connections accepted.")
 	dConnsRej    = desc("connections_rejected_total", "Client connections refused: maxclients reached, or protected mode.")
 	dAuthFail    = desc("auth_failures_total", "Failed AUTH and HELLO ... AUTH attempts.")
-	dKeys        = desc("keys", "Keys holding limiter state, by state kind (computed at scrape time).", "kind")
+	dKeys        = desc("keys", "Keys stored, by state kind: counted by the tables as keys come and go, so a scrape costs no walk; keys whose state became empty count until the sweep drops them (within seconds).", "kind")
 	dExpired     = desc("expired_keys_total", "Keys dropped by the background sweep once their state was empty again (keys dropped on access are not counted).")
 	dTop         = desc("top_denied_keys", "Denials of the keys denied most in the recent past (decayed with a one-minute half-life), as RL.TOP lists them.", "key")
+	dPolicy      = desc("policy_decisions_total", "RL.CHECK decisions per policy on this node: allowed (checks in which every tier allowed, so this one was charged unless COST 0) or denied (checks this policy's tier rejected).", "policy", "outcome")
 
 	dSnapSaves    = desc("snapshot_saves_total", "Snapshot saves, by result (ok or failed).", "result")
 	dSnapDuration = desc("snapshot_last_duration_seconds", "Duration of the last successful snapshot save.")
@@ -103,14 +105,82 @@ var (
 
 var raftStates = []string{"follower", "candidate", "leader", "shutdown"}
 
+// Raft snapshots (cluster mode), read through resp.RaftSnapshots.
+var (
+	dRaftSnapTaken    = desc("raft_snapshots_taken_total", "Raft snapshots this node wrote, by result (ok or failed).", "result")
+	dRaftSnapRestored = desc("raft_snapshots_restored_total", "Raft snapshots restored into this node's state: at start-up, or sent by the leader to a follower too far behind.")
+	dRaftSnapDuration = desc("raft_snapshot_last_duration_seconds", "Duration of this node's last Raft snapshot, from the capture of the state to the end of the write.")
+	dRaftSnapBytes    = desc("raft_snapshot_last_size_bytes", "Size of this node's last Raft snapshot.")
+	dRaftSnapTime     = desc("raft_snapshot_last_success_timestamp_seconds", "Unix time of this node's last Raft snapshot (the start-up time before the first).")
+	dRaftSnapAge      = desc("raft_snapshot_age_seconds", "Seconds since this node's last Raft snapshot (since start-up before the first).")
+	dRaftRestoreDur   = desc("raft_snapshot_last_restore_duration_seconds", "Duration of the last Raft snapshot restore (absent before the first).")
+)
+
+func describeRaftSnapshots(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{dRaftSnapTaken, dRaftSnapRestored, dRaftSnapDuration, dRaftSnapBytes,
+		dRaftSnapTime, dRaftSnapAge, dRaftRestoreDur} {
+		ch <- d
+	}
+}
+
+func collectRaftSnapshots(ch chan<- prometheus.Metric, backend resp.Backend) {
+	rs, ok := backend.(resp.RaftSnapshots)
+	if !ok {
+		return
+	}
+	st := rs.RaftSnapshotStatus()
+	ch <- prometheus.MustNewConstMetric(dRaftSnapTaken, prometheus.CounterValue, float64(st.Taken), "ok")
+	ch <- prometheus.MustNewConstMetric(dRaftSnapTaken, prometheus.CounterValue, float64(st.Failures), "failed")
+	ch <- prometheus.MustNewConstMetric(dRaftSnapRestored, prometheus.CounterValue, float64(st.Restored))
+	ch <- prometheus.MustNewConstMetric(dRaftSnapDuration, prometheus.GaugeValue, max(st.LastDuration.Seconds(), 0))
+	ch <- prometheus.MustNewConstMetric(dRaftSnapBytes, prometheus.GaugeValue, float64(st.LastBytes))
+	ch <- prometheus.MustNewConstMetric(dRaftSnapTime, prometheus.GaugeValue, float64(st.LastSnapshot.UnixNano())/1e9)
+	ch <- prometheus.MustNewConstMetric(dRaftSnapAge, prometheus.GaugeValue, time.Since(st.LastSnapshot).Seconds())
+	if st.LastRestoreDuration >= 0 {
+		ch <- prometheus.MustNewConstMetric(dRaftRestoreDur, prometheus.GaugeValue, st.LastRestoreDuration.Seconds())
+	}
+}
+
+// maxmemory (resp/maxmemory.go).
+var (
+	dUsedMemory = desc("used_memory_bytes", "Used memory as maxmemory counts it: the Go heap's live bytes at the last collection plus what the engine charges for its stored keys (32 bytes of slot per key plus the key's bytes), as INFO's used_memory.")
+	dMaxMemory  = desc("maxmemory_bytes", "The memory limit (maxmemory); 0: none.")
+	dEvicted    = desc("evicted_keys_total", "Keys evicted to stay under maxmemory (volatile-ttl): by this server, or in a cluster by the eviction entries this replica applied.")
+	dOOM        = desc("maxmemory_refusing_new_keys", "1 while this server refuses to create keys because used memory is above maxmemory.")
+	dOffHeap    = desc("offheap_bytes", "Bytes mapped outside the Go heap: the key tables, and a snapshot's copy of the state while a save runs (resident memory the go_memstats metrics do not show).")
+)
+
+func describeMemory(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{dUsedMemory, dMaxMemory, dEvicted, dOOM, dOffHeap} {
+		ch <- d
+	}
+}
+
+func collectMemory(ch chan<- prometheus.Metric, s *resp.Server) {
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	used, _, _ := s.UsedMemory(ctx)
+	cancel()
+	limit, _ := s.MaxMemory()
+	gauge(dUsedMemory, float64(used))
+	gauge(dMaxMemory, float64(limit))
+	ch <- prometheus.MustNewConstMetric(dEvicted, prometheus.CounterValue, float64(s.EvictedKeys()))
+	gauge(dOOM, b2f(s.RefusingNewKeys()))
+	gauge(dOffHeap, float64(offheap.Mapped()))
+}
+
 // Describe sends every descriptor.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dBuild, dCommands, dCmdLatency, dPipeLatency, dErrors, dClients, dMaxClients,
-		dConnsRecv, dConnsRej, dAuthFail, dKeys, dExpired, dTop, dSnapSaves, dSnapDuration, dSnapTime, dSnapAge,
+		dConnsRecv, dConnsRej, dAuthFail, dKeys, dExpired, dTop, dPolicy, dSnapSaves, dSnapDuration, dSnapTime, dSnapAge,
 		dSnapBytes, dSnapKeys, dSnapChanges, dSnapRunning, dSnapLastOK, dRaftState, dRaftTerm, dRaftCommit,
 		dRaftApplied, dRaftLast, dRaftSnap, dRaftLag, dRaftLeaders, dRaftHasLdr, dRaftPeers} {
 		ch <- d
 	}
+	describeRaftSnapshots(ch)
+	describeMemory(ch)
 }
 
 // Collect reads the current values.
@@ -146,12 +216,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(dExpired, float64(s.ExpiredKeys()))
 
 	if c.src.Engine != nil {
+		// Stored-key counts: one short job per shard, no walk, and no
+		// clock (a replica's shards must only move on the log's time).
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		kinds, err := c.src.Engine.CountKinds(ctx, time.Now().UnixNano())
+		u, err := c.src.Engine.Usage(ctx)
 		cancel()
 		if err == nil {
 			for k := engine.KindGCRA; int(k) < engine.NumKinds; k++ {
-				gauge(dKeys, float64(kinds[k]), strings.TrimPrefix(k.String(), "rl-"))
+				gauge(dKeys, float64(u.Keys[k]), strings.TrimPrefix(k.String(), "rl-"))
 			}
 		}
 	}
@@ -165,6 +237,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			seen[label] = true
 			gauge(dTop, k.Denied, label)
 		}
+	}
+
+	// Bounded by the policy count (policy.MaxPolicies); names are
+	// label-safe by construction.
+	for _, p := range s.PolicyStats() {
+		counter(dPolicy, float64(p.Allowed), p.Name, "allowed")
+		counter(dPolicy, float64(p.Denied), p.Name, "denied")
 	}
 
 	if p, ok := c.src.Backend.(resp.Persistence); ok {
@@ -199,6 +278,24 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(dRaftHasLdr, b2f(st.LeaderID != ""))
 		gauge(dRaftPeers, float64(len(st.Nodes)))
 	}
+	collectRaftSnapshots(ch, c.src.Backend)
+	collectMemory(ch, s)
+}
+
+// stateClock is a replicated backend (cluster.Node): its engine runs on
+// the log's clock.
+type stateClock interface{ StateNanos() int64 }
+
+// stateNanos is the time to read the engine at: the wall clock
+// standalone, the last applied entry's time in a cluster. A read moves a
+// shard's clock forward, so a scrape that passed the wall clock to a
+// replica would make it apply later entries at a time the log does not
+// say, and the replicas would diverge (found by TestRaftSnapshotMetrics).
+func (c *Collector) stateNanos() int64 {
+	if sc, ok := c.src.Backend.(stateClock); ok {
+		return sc.StateNanos()
+	}
+	return time.Now().UnixNano()
 }
 
 func constHistogram(d *prometheus.Desc, h resp.Histogram, lv ...string) prometheus.Metric {

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/internal/offheap"
 )
 
 // capture is a copy of a state's records for a save, kept in three
@@ -20,12 +21,66 @@ import (
 //
 // Memory: 32 bytes per record plus its key and 8 bytes per field (about
 // 53 bytes per token bucket with a 13-byte key).
+//
+// The three arrays are mapped outside the Go heap once large
+// (internal/offheap) and unmapped by release when the save is written.
+// On the heap they were a second copy of the state that outlived every
+// save: the heap grew by the capture plus GOGC's headroom over it during
+// a save, and the freed spans stayed resident for seconds, so with a save
+// a second a server at 1,000,000 token buckets stayed at about 145 bytes
+// per key instead of 45. Off the heap, the memory is returned as soon as
+// the file is written, and the per-record garbage of the export (each
+// record's key and fields) is collected against a small live heap, so it
+// never accumulates either.
 type capture struct {
 	keys   []byte  // every key, in export order
 	fields []int64 // every field, in export order
 	ents   []entry // one per record; sorted by key by sort
 	first  []byte  // the first key added, for lcp
 	lcp    int     // bytes that every key shares (the longest common prefix)
+
+	keysMem, fieldsMem, entsMem []byte // the mappings behind the arrays (nil: on the heap)
+}
+
+// offHeapMin is the smallest array a capture maps outside the heap.
+const offHeapMin = 64 << 10
+
+// grow returns s with room for need more elements, and the mapping behind
+// it: s itself while it has room; else a copy in a new array of at least
+// twice the capacity, mapped off the heap when that is at least
+// offHeapMin bytes (the old mapping is unmapped at once).
+func grow[T any](s []T, mem []byte, need int) ([]T, []byte) {
+	if len(s)+need <= cap(s) {
+		return s, mem
+	}
+	c := max(2*cap(s), len(s)+need, 16)
+	var zero T
+	size := int(unsafe.Sizeof(zero))
+	var ns []T
+	var nmem []byte
+	if c*size >= offHeapMin {
+		if nmem = offheap.Map(c * size); nmem != nil {
+			ns = unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(nmem))), c)[:len(s)]
+		}
+	}
+	if nmem == nil {
+		ns = make([]T, len(s), c)
+	}
+	copy(ns, s)
+	offheap.Unmap(mem)
+	return ns, nmem
+}
+
+// release unmaps the arrays. The capture, and every record it returned,
+// must not be used afterwards; nil is a no-op.
+func (c *capture) release() {
+	if c == nil {
+		return
+	}
+	offheap.Unmap(c.keysMem)
+	offheap.Unmap(c.fieldsMem)
+	offheap.Unmap(c.entsMem)
+	*c = capture{}
 }
 
 // entry locates one record in the arrays. prefix holds the 8 key bytes
@@ -44,11 +99,11 @@ type sizes struct{ records, keyBytes, fields int }
 
 func newCapture(hint sizes) *capture {
 	pad := func(n int) int { return n + n/8 }
-	return &capture{
-		keys:   make([]byte, 0, pad(hint.keyBytes)),
-		fields: make([]int64, 0, pad(hint.fields)),
-		ents:   make([]entry, 0, pad(hint.records)),
-	}
+	c := &capture{}
+	c.keys, c.keysMem = grow(c.keys, nil, pad(hint.keyBytes))
+	c.fields, c.fieldsMem = grow(c.fields, nil, pad(hint.fields))
+	c.ents, c.entsMem = grow(c.ents, nil, pad(hint.records))
+	return c
 }
 
 func (c *capture) sizes() sizes { return sizes{len(c.ents), len(c.keys), len(c.fields)} }
@@ -65,6 +120,9 @@ func (c *capture) add(rec engine.Record) {
 		}
 		c.lcp = n
 	}
+	c.ents, c.entsMem = grow(c.ents, c.entsMem, 1)
+	c.keys, c.keysMem = grow(c.keys, c.keysMem, len(rec.Key))
+	c.fields, c.fieldsMem = grow(c.fields, c.fieldsMem, len(rec.Fields))
 	c.ents = append(c.ents, entry{
 		keyOff:   uint64(len(c.keys)),
 		keyLen:   uint32(len(rec.Key)),
@@ -109,7 +167,7 @@ func (c *capture) record(i int) engine.Record {
 
 // captureState exports src at nowNanos into a capture and sorts it. This
 // is the only step of a save that involves the shards, which keep serving
-// between its bounded steps.
+// between its bounded steps. The caller releases the capture.
 func captureState(ctx context.Context, src Source, nowNanos int64, hint sizes) (*capture, Header, error) {
 	c := newCapture(hint)
 	clock, err := src.Export(ctx, nowNanos, func(r engine.Record) error {
@@ -117,6 +175,7 @@ func captureState(ctx context.Context, src Source, nowNanos int64, hint sizes) (
 		return nil
 	})
 	if err != nil {
+		c.release()
 		return nil, Header{}, err
 	}
 	c.sort()

@@ -233,8 +233,10 @@ func decodeFuzzKeyBytes(body []byte) int {
 // correct checksums.
 func decodeFuzzBuild(clock int64, meta, body []byte, flags byte) []byte {
 	b := append([]byte(nil), magic...)
-	b = binary.BigEndian.AppendUint16(b, Version)
-	b = binary.BigEndian.AppendUint16(b, ^uint16(Version))
+	// Version 1: the blocks follow the header directly (version 2 may put
+	// a policies section between them).
+	b = binary.BigEndian.AppendUint16(b, 1)
+	b = binary.BigEndian.AppendUint16(b, ^uint16(1))
 	b = binary.BigEndian.AppendUint32(b, 0)
 	b = binary.BigEndian.AppendUint64(b, uint64(clock))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(meta)))

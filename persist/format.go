@@ -54,6 +54,12 @@
 // kind's layout (engine.Record), that is coded like the others needs no
 // new version. Anything else bumps Version; readers keep reading every
 // older version.
+//
+// # Version 2
+//
+// Version 2 adds an optional policies section between the header and the
+// first block (policies.go). A snapshot without policies is still written
+// as version 1, byte for byte.
 package persist
 
 import (
@@ -69,9 +75,10 @@ import (
 	"github.com/rlserver/rlserver/engine"
 )
 
-// Version is the format version this package writes, and the newest it
-// reads.
-const Version = 1
+// Version is the newest format version this package writes and reads
+// (a snapshot is written in the oldest version that holds it: 1 without
+// policies).
+const Version = 2
 
 // MaxMeta bounds Header.Meta.
 const MaxMeta = 1 << 20
@@ -132,6 +139,9 @@ type Header struct {
 	// Meta is opaque to this package, at most MaxMeta bytes. Standalone
 	// saves leave it empty; the Raft FSM keeps its applied index there.
 	Meta []byte
+	// Policies are the named policies' definitions (policies.go), each
+	// its words: name, KIND, params. Empty: none (a version 1 file).
+	Policies [][]string
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -174,13 +184,20 @@ func NewEncoder(w io.Writer, h Header) (*Encoder, error) {
 	e := &Encoder{w: w, whole: crc32.New(castagnoli), clock: h.ClockNanos, block: make([]byte, blockHead, targetPayload+blockHead+1024)}
 	hdr := make([]byte, 0, headerLen+len(h.Meta)+4)
 	hdr = append(hdr, magic...)
-	hdr = binary.BigEndian.AppendUint16(hdr, Version)
-	hdr = binary.BigEndian.AppendUint16(hdr, ^uint16(Version))
+	version := versionFor(h)
+	hdr = binary.BigEndian.AppendUint16(hdr, version)
+	hdr = binary.BigEndian.AppendUint16(hdr, ^version)
 	hdr = binary.BigEndian.AppendUint32(hdr, 0)
 	hdr = binary.BigEndian.AppendUint64(hdr, uint64(h.ClockNanos))
 	hdr = binary.BigEndian.AppendUint32(hdr, uint32(len(h.Meta)))
 	hdr = append(hdr, h.Meta...)
 	hdr = binary.BigEndian.AppendUint32(hdr, crc32.Checksum(hdr, castagnoli))
+	if version >= policiesVersion {
+		var err error
+		if hdr, err = appendPolicies(hdr, h.Policies); err != nil {
+			return nil, err
+		}
+	}
 	if err := e.write(hdr); err != nil {
 		return nil, err
 	}
@@ -399,6 +416,11 @@ func NewDecoder(r io.Reader) (*Decoder, error) {
 	}
 	if metaLen > 0 {
 		d.h.Meta = rest[:metaLen:metaLen]
+	}
+	if v >= policiesVersion {
+		if err := d.readPolicies(); err != nil {
+			return nil, err
+		}
 	}
 	return d, nil
 }

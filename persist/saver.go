@@ -31,6 +31,8 @@ type Saver struct {
 	log      *slog.Logger
 	now      func() int64 // ns since the epoch: the wall clock; tests fix it
 
+	pols atomic.Pointer[polsBox] // nil: no policies (policies.go)
+
 	saving sync.Mutex // held for the whole of a save
 	closed bool       // guarded by saving: Close ran, the source may be gone
 	bg     atomic.Bool
@@ -110,6 +112,7 @@ func (s *Saver) loop() {
 		t.Reset(s.interval)
 	}
 	defer t.Stop()
+	var next time.Time // no periodic save before this (periodicShare)
 	for {
 		select {
 		case <-s.stop:
@@ -122,18 +125,30 @@ func (s *Saver) loop() {
 			continue
 		case <-t.C:
 		}
+		if time.Now().Before(next) {
+			continue
+		}
 		if s.dirty() && s.saving.TryLock() {
+			start := time.Now()
 			s.background()
+			next = start.Add(periodicShare * time.Since(start))
 		}
 	}
 }
+
+// periodicShare bounds the share of time periodic saves take: after a
+// periodic save that took d, the next starts no sooner than periodicShare*d
+// after it started, so saves busy a core at most a tenth of the time however
+// large the state (a million keys take most of a second to save; saving them
+// every second would keep a core busy).
+const periodicShare = 10
 
 // dirty reports whether anything changed since the last successful save
 // started.
 func (s *Saver) dirty() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.src.Changes() != s.savedAt
+	return s.changes() != s.savedAt
 }
 
 // Save writes a snapshot of the state as it is now and returns when it is
@@ -188,11 +203,15 @@ func (s *Saver) background() {
 // save captures and writes a snapshot; the caller holds s.saving.
 func (s *Saver) save(ctx context.Context, bg bool) error {
 	start := time.Now()
-	base := s.src.Changes()
+	base := s.changes()
 	s.mu.Lock()
 	hint := s.sizes
 	s.mu.Unlock()
 	c, h, err := captureState(ctx, s.src, s.now(), hint)
+	defer c.release() // the capture is off the heap (capture.go)
+	if pols := s.policySource(); pols != nil {
+		h.Policies = pols.Defs()
+	}
 	captured := time.Since(start)
 	var size int64
 	if err == nil {
@@ -245,7 +264,7 @@ func (s *Saver) Status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.st
-	st.Changes = s.src.Changes() - s.savedAt
+	st.Changes = s.changes() - s.savedAt
 	st.InProgress = s.bg.Load()
 	if st.InProgress {
 		st.BgStarted = s.bgStart
@@ -296,7 +315,7 @@ func (s *Saver) Close(ctx context.Context) error {
 		defer s.saving.Unlock()
 		s.closed = true
 		s.mu.Lock()
-		skip := s.noFinal || s.src.Changes() == s.savedAt
+		skip := s.noFinal || s.changes() == s.savedAt
 		s.mu.Unlock()
 		if !skip {
 			s.closeErr = s.save(ctx, false)

@@ -174,6 +174,7 @@ type LoadStats struct {
 	Bytes    int64         // the file's size
 	Clock    int64         // the snapshot's clock (ns since the epoch)
 	Duration time.Duration // read, check and import
+	Policies [][]string    // the policies' definitions (Header.Policies), for the caller to install
 }
 
 // Importer is the state a snapshot loads into: *engine.Engine.
@@ -201,7 +202,7 @@ func (s *Store) Load(ctx context.Context, dst Importer, nowNanos int64) (LoadSta
 	if err != nil {
 		return st, err
 	}
-	st.Records, st.Clock = len(recs), h.ClockNanos
+	st.Records, st.Clock, st.Policies = len(recs), h.ClockNanos, h.Policies
 	if err := dst.Import(ctx, max(nowNanos, h.ClockNanos), recs); err != nil {
 		if errors.Is(err, engine.ErrBadRecord) {
 			return st, fmt.Errorf("%s: %w: %v", s.path, ErrCorrupt, err)

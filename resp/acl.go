@@ -394,11 +394,8 @@ func (u *aclUser) may(c *command) bool {
 // mayKeys reports whether every key of cmd in args matches one of u's
 // patterns that grants the access cmd needs.
 func (u *aclUser) mayKeys(cmd *command, args [][]byte) bool {
-	last := cmd.lastKey
-	if last < 0 {
-		last += len(args)
-	}
-	for i := cmd.firstKey; i <= last && i < len(args); i += cmd.keyStep {
+	first, last, step := cmd.keyRange(args)
+	for i := first; i <= last && i < len(args); i += step {
 		if !u.mayKey(cmd.keyPerm, args[i]) {
 			return false
 		}

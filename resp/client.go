@@ -26,6 +26,7 @@ type client struct {
 	// The pending batch: engine requests gathered from a pipeline, and the
 	// commands whose replies wait for them, in arrival order.
 	reqs    []engine.Request
+	names   [][]byte // policy names of tiered requests, aligned with reqs (policy_cmd.go); may be shorter
 	res     []engine.Result
 	pending []pendingReply
 	st      connStats // the pipeline's command tally (stats.go)

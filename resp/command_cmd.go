@@ -109,12 +109,9 @@ func keyArgs(cmd *command, args [][]byte) [][]byte {
 	if cmd.firstKey == 0 {
 		return nil
 	}
-	last := cmd.lastKey
-	if last < 0 {
-		last = len(args) + last
-	}
+	first, last, step := cmd.keyRange(args)
 	var keys [][]byte
-	for i := cmd.firstKey; i <= last && i < len(args); i += cmd.keyStep {
+	for i := first; i <= last && i < len(args); i += step {
 		keys = append(keys, args[i])
 	}
 	return keys

@@ -28,7 +28,7 @@ var settingAliases = map[string]string{"loglevel": "log-level"}
 
 func configSetCommand() *command {
 	return &command{name: "config|set", arity: -4, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"},
-		summary: "Sets configuration parameters at run time: log-level, maxclients, max-key-len, save-interval.", group: "server", since: "2.0.0",
+		summary: "Sets configuration parameters at run time: log-level, maxclients, max-key-len, proto-max-bulk-len, max-args, max-inline-len, save-interval, maxmemory, maxmemory-policy.", group: "server", since: "2.0.0",
 		handler: cmdConfigSet}
 }
 
@@ -72,6 +72,14 @@ func (s *Server) configSet(name, value string) string {
 		s.mu.Lock()
 		s.cfg.MaxClients = n
 		s.mu.Unlock()
+	case "maxmemory", "maxmemory-policy": // maxmemory.go
+		if why, _ := s.configSetMemory(key, value); why != "" {
+			return failed(why)
+		}
+	case "proto-max-bulk-len", "max-args", "max-inline-len":
+		if why := s.configSetFraming(key, value); why != "" {
+			return failed(why)
+		}
 	case "max-key-len":
 		n, err := strconv.Atoi(value)
 		if err != nil || n < 1 || n > 65535 {
@@ -90,6 +98,15 @@ func (s *Server) configSet(name, value string) string {
 			return failed(sanitize([]byte(err.Error()), 200))
 		}
 	}
+	switch key {
+	case "maxmemory", "proto-max-bulk-len", "max-inline-len", "max-args":
+		// CONFIG GET answers in bytes (or a count), as Redis does.
+		if n, err := ParseMemory(value); err == nil {
+			value = strconv.FormatInt(n, 10)
+		}
+	case "maxmemory-policy":
+		value = strings.ToLower(value)
+	}
 	s.settingsMu.Lock()
 	if s.cfg.Settings == nil {
 		s.cfg.Settings = map[string]string{}
@@ -99,6 +116,38 @@ func (s *Server) configSet(name, value string) string {
 		s.cfg.Settings[name] = value
 	}
 	s.settingsMu.Unlock()
+	return ""
+}
+
+// configSetFraming changes one framing limit of authenticated connections
+// (the limits before AUTH stay fixed). Each connection applies it from its
+// next read on; a command under way keeps the lengths it announced.
+func (s *Server) configSetFraming(key, value string) string {
+	n, err := ParseMemory(value)
+	if err != nil || n < 1 {
+		return "argument must be a positive number of " + map[string]string{"max-args": "arguments", "proto-max-bulk-len": "bytes", "max-inline-len": "bytes"}[key]
+	}
+	s.mu.Lock() // serializes CONFIG SETs of the limits
+	defer s.mu.Unlock()
+	l := *s.guardLimits.Load()
+	switch key {
+	case "proto-max-bulk-len":
+		if n > 1<<30 {
+			return "argument must be between 1 and 1073741824"
+		}
+		l.MaxBulkLen = n
+	case "max-args":
+		if n > 1<<20 {
+			return "argument must be between 1 and 1048576"
+		}
+		l.MaxArgs = n
+	case "max-inline-len":
+		if n > 1<<30 {
+			return "argument must be between 1 and 1073741824"
+		}
+		l.MaxInlineLen = int(n)
+	}
+	s.guardLimits.Store(&l)
 	return ""
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +37,8 @@ type conn struct {
 	cmds       [][][]byte
 	inline     []byte // unescaped inline arguments (they are not slices of buf)
 	maxQuery   int    // the largest a single pending command may grow
+	filled     bool   // the last read filled all the room it had
+	netIn      int    // bytes read not yet added to Stats.NetInputBytes
 	closed     bool
 
 	// A command that has started to arrive must finish within
@@ -47,13 +48,20 @@ type conn struct {
 	stopping       *atomic.Bool // the server is shutting down: reads end now
 }
 
-const readChunk = 16 << 10
+// A connection's read buffer starts at firstChunk bytes, so an idle
+// connection costs little, and doubles up to readChunk each time a read
+// fills it (a client that pipelines); only a single command larger than
+// that grows it further, up to maxQuery.
+const (
+	firstChunk = 1 << 10
+	readChunk  = 16 << 10
+)
 
 var errQueryBuffer = errors.New("query buffer limit")
 
 func newConn(nc net.Conn, maxQuery int) *conn {
 	return &conn{nc: nc, wr: redcon.NewWriter(nc), addr: nc.RemoteAddr().String(),
-		buf: make([]byte, readChunk), maxQuery: maxQuery}
+		buf: make([]byte, firstChunk), maxQuery: maxQuery}
 }
 
 // readPipeline returns the commands that are complete in the buffer,
@@ -78,17 +86,26 @@ func (c *conn) fill() error {
 		n := copy(c.buf, c.buf[c.start:c.end])
 		c.start, c.end = 0, n
 	}
-	if c.end == len(c.buf) {
+	grow := 0
+	switch {
+	case c.end == len(c.buf):
 		if len(c.buf) >= c.maxQuery {
 			return errQueryBuffer
 		}
-		nb := make([]byte, min(2*len(c.buf), c.maxQuery))
+		grow = min(2*len(c.buf), c.maxQuery)
+	case c.filled && len(c.buf) < readChunk:
+		grow = min(2*len(c.buf), readChunk)
+	}
+	if grow > 0 {
+		nb := make([]byte, grow)
 		copy(nb, c.buf[:c.end])
 		c.buf = nb
 	}
 	c.armDeadline()
 	n, err := c.nc.Read(c.buf[c.end:])
+	c.filled = n == len(c.buf)-c.end
 	c.end += n
+	c.netIn += n
 	if n > 0 {
 		return nil
 	}
@@ -176,18 +193,37 @@ func (c *conn) parseMultibulk() bool {
 }
 
 // parseLine reads the decimal number in b[from:] up to CRLF and returns it
-// with the index after the CRLF.
+// with the index after the CRLF. The guard has validated the framing, so
+// this is a plain digit loop (a header is short); it still refuses
+// anything malformed: an optional '-', 1 to 19 digits within int64, then
+// "\r\n".
 func parseLine(b []byte, from int) (n, next int, ok bool) {
-	end := bytes.IndexByte(b[min(from, len(b)):], '\n')
-	if end < 1 {
+	i := from
+	neg := i < len(b) && b[i] == '-'
+	if neg {
+		i++
+	}
+	start := i
+	var v uint64
+	for ; i < len(b) && i-start < 20; i++ {
+		d := b[i] - '0'
+		if d > 9 {
+			break
+		}
+		v = v*10 + uint64(d) // at most 19 digits: no overflow of uint64
+	}
+	if i == start || i-start > 19 || i+1 >= len(b) || b[i] != '\r' || b[i+1] != '\n' {
 		return 0, 0, false
 	}
-	end += from
-	v, err := strconv.Atoi(str(b[from : end-1]))
-	if err != nil {
+	switch {
+	case neg && v <= 1<<63:
+		n = int(-v)
+	case !neg && v <= 1<<63-1:
+		n = int(v)
+	default:
 		return 0, 0, false
 	}
-	return v, end + 1, true
+	return n, i + 2, true
 }
 
 // parseInline splits a telnet-style line into arguments, with Redis's

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strconv"
 
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/policy"
 )
 
 // Wire texts of errors, following Redis's conventions. This is the only
@@ -25,6 +27,7 @@ const (
 	errProtected    = "DENIED rlserver is running in protected mode because it listens on a non-loopback address and no password is set. In this mode connections are only accepted from the loopback interface. To accept clients from other hosts: 1) set a password with --requirepass (recommended), or 2) turn protected mode off with --protected-mode=false, making sure the server is not reachable from untrusted networks."
 	errNoPermKey    = "NOPERM No permissions to access a key"
 	errNotTLS       = "ERR Protocol error: this port accepts TLS connections only"
+	errOOM          = "OOM command not allowed when used memory > 'maxmemory'."
 	errHelloNoAuth  = "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
 )
 
@@ -34,6 +37,8 @@ func engineErrorText(err error) string {
 	switch {
 	case errors.Is(err, engine.ErrWrongType):
 		return errWrongType
+	case errors.Is(err, engine.ErrOOM):
+		return errOOM
 	case errors.Is(err, engine.ErrBadCapacity):
 		return "ERR capacity must be an integer >= 1"
 	case errors.Is(err, engine.ErrBadRate):
@@ -64,6 +69,10 @@ func engineErrorText(err error) string {
 		return errShutdown
 	}
 	if t, ok := backendErrorText(err); ok {
+		return t
+	}
+	// Named policies (issue 9): see the block at the end of this file.
+	if t, ok := policyErrorText(err); ok {
 		return t
 	}
 	return errInternal
@@ -148,4 +157,70 @@ func sanitize(b []byte, n int) string {
 		out[i] = c
 	}
 	return string(out)
+}
+
+// Named policies and RL.CHECK (policy_cmd.go, issue 9).
+
+const (
+	errNoPolicies     = "ERR this server keeps no policies"
+	errNoPolicyFile   = "ERR no policy file is configured (start rlserver with --policies FILE)"
+	errTooManyTiers   = "ERR too many tiers in one RL.CHECK (at most 64)"
+	errPolicyBadName  = "ERR invalid policy name: 1 to 64 letters, digits, '_', '-' or '.', and not COST"
+	errPolicyKind     = "ERR unknown policy kind: use ALLOW, THROTTLE, FIXED, SLIDING, LOG or SHAPE"
+	errPolicyArity    = "ERR wrong number of parameters: ALLOW capacity rate | THROTTLE max_burst count_per_period period | FIXED, SLIDING or LOG limit window_ms | SHAPE capacity rate"
+	errPolicyTooMany  = "ERR too many policies (at most 10000)"
+	errPolicyTwice    = "ERR policy defined twice"
+	errPolicyFileRead = "ERR the policy file cannot be read: see the server log"
+)
+
+// policyErrorText maps the policy package's errors to wire text.
+func policyErrorText(err error) (string, bool) {
+	var le *policy.LineError
+	switch {
+	case errors.As(err, &le):
+		inner := policyCmdErrorText(le.Err)
+		if len(inner) > 4 && inner[:4] == "ERR " {
+			inner = inner[4:]
+		}
+		return "ERR policy file line " + strconv.Itoa(le.Line) + ": " + inner, true
+	case errors.Is(err, policy.ErrUnknown):
+		return "ERR unknown policy", true
+	case errors.Is(err, policy.ErrBadName):
+		return errPolicyBadName, true
+	case errors.Is(err, policy.ErrUnknownKind):
+		return errPolicyKind, true
+	case errors.Is(err, policy.ErrArity):
+		return errPolicyArity, true
+	case errors.Is(err, policy.ErrNotInteger):
+		return errNotInteger, true
+	case errors.Is(err, policy.ErrNotFloat):
+		return errNotFloat, true
+	case errors.Is(err, policy.ErrTooMany):
+		return errPolicyTooMany, true
+	case errors.Is(err, policy.ErrDuplicate):
+		return errPolicyTwice, true
+	case errors.Is(err, policy.ErrLineTooLong):
+		return "ERR line too long (at most 4096 bytes)", true
+	case errors.Is(err, engine.ErrDuplicateTier):
+		return "ERR a key appears twice in one RL.CHECK", true
+	}
+	return "", false
+}
+
+// policyCmdErrorText is engineErrorText with the policy errors first: a
+// policy file's *policy.LineError wraps an engine error, and its text
+// must name the line.
+func policyCmdErrorText(err error) string {
+	if t, ok := policyErrorText(err); ok {
+		return t
+	}
+	return engineErrorText(err)
+}
+
+func duplicateTierKey(key []byte) string {
+	return "ERR key '" + sanitize(key, 128) + "' appears twice in one RL.CHECK"
+}
+
+func unknownPolicy(name []byte) string {
+	return "ERR unknown policy '" + sanitize(name, 128) + "'"
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"sync/atomic"
 )
 
 // The guard sits between the socket and redcon's parser, which has no input
@@ -82,6 +83,21 @@ type guardConn struct {
 	v        guardValidator
 	bad      guardErr // the violation found, to report on the next Read
 	reported bool     // the error line has been written
+
+	// live, when set, holds the limits in force (CONFIG SET changes them);
+	// Read picks up a change before it validates the next chunk. cur is
+	// the value applied last. A connection restricted before AUTH has no
+	// live limits.
+	live *atomic.Pointer[GuardLimits]
+	cur  *GuardLimits
+
+	// Before AUTH, Read passes on one frame at a time, as Redis parses
+	// one command at a time: a pipelined AUTH then takes effect before
+	// the frames after it are checked against the tighter limits. pending
+	// holds the bytes read but not yet passed on, pendErr the read error
+	// that came with them.
+	pending []byte
+	pendErr error
 }
 
 // Read reads from the real connection into p and validates what it read.
@@ -97,11 +113,37 @@ func (c *guardConn) Read(p []byte) (int, error) {
 		return c.Conn.Read(p)
 	}
 	for {
-		n, err := c.Conn.Read(p)
+		var n int
+		var err error
+		switch {
+		case len(c.pending) > 0:
+			n = copy(p, c.pending)
+			c.pending = c.pending[n:]
+			if len(c.pending) == 0 {
+				c.pending, err, c.pendErr = nil, c.pendErr, nil
+			}
+		case c.pendErr != nil:
+			err, c.pendErr = c.pendErr, nil
+		default:
+			n, err = c.Conn.Read(p)
+		}
 		if n > 0 {
+			if c.live != nil {
+				if l := c.live.Load(); l != c.cur {
+					c.cur = l
+					c.v.setLimits(*l)
+				}
+			}
 			ok, bad := c.v.feed(p[:n])
 			if bad == guardOK {
-				return n, err
+				if ok < n { // before AUTH: keep the rest for the next Read
+					rest := make([]byte, 0, n-ok+len(c.pending))
+					c.pending = append(append(rest, p[ok:n]...), c.pending...)
+					if err != nil {
+						c.pendErr, err = err, nil
+					}
+				}
+				return ok, err
 			}
 			// The real error, if any, no longer matters: the connection
 			// ends with the protocol error.
@@ -121,10 +163,26 @@ func (c *guardConn) Read(p []byte) (int, error) {
 // before authentication, the configured ones after. It must be called by
 // the goroutine that reads.
 func (c *guardConn) restrict(lim GuardLimits) {
+	c.live, c.cur = nil, nil
+	c.v.setLimits(lim)
+	c.v.preAuth = true
+}
+
+// follow makes the limits in live apply from the next Read on, and every
+// later change to them (CONFIG SET proto-max-bulk-len, for example). It
+// must be called by the goroutine that reads.
+func (c *guardConn) follow(live *atomic.Pointer[GuardLimits]) {
+	c.live, c.cur = live, nil
+	c.v.preAuth = false
+}
+
+// setLimits applies lim (normalized) to the frames whose headers come
+// next; a frame under way keeps the length it announced.
+func (v *guardValidator) setLimits(lim GuardLimits) {
 	lim = lim.normalized()
-	c.v.maxArgs = uint64(lim.MaxArgs)
-	c.v.maxBulk = uint64(lim.MaxBulkLen)
-	c.v.maxInline = lim.MaxInlineLen
+	v.maxArgs = uint64(lim.MaxArgs)
+	v.maxBulk = uint64(lim.MaxBulkLen)
+	v.maxInline = lim.MaxInlineLen
 }
 
 // fail writes the error line once and reports the end of the stream. A write
@@ -146,6 +204,8 @@ const (
 	guardBulkLen
 	guardInline
 	guardDollar // a bulk header was expected; guardValidator.got holds the byte
+	guardUnauthMultibulkLen
+	guardUnauthBulkLen
 )
 
 // Redis's texts for the violations. They are written by the guard itself,
@@ -155,6 +215,9 @@ var guardErrText = [...]string{
 	guardBulkLen:      "Protocol error: invalid bulk length",
 	guardInline:       "Protocol error: too big inline request",
 	guardDollar:       "Protocol error: expected '$', got '",
+
+	guardUnauthMultibulkLen: "Protocol error: unauthenticated multibulk length",
+	guardUnauthBulkLen:      "Protocol error: unauthenticated bulk length",
 }
 
 // guardErrLine is the reply line for e. For guardDollar it names got, with
@@ -215,6 +278,11 @@ type guardValidator struct {
 	body   int64  // body bytes left to skip
 	inline int    // bytes of the current inline line so far, at most maxInline
 	got    byte   // the byte found instead of '$', for guardDollar
+
+	// preAuth: the limits are those before AUTH. feed then stops at the
+	// end of the first frame it completes, and a count or length over
+	// the limit gets Redis's "unauthenticated" error text.
+	preAuth bool
 }
 
 func newGuardValidator(lim GuardLimits) guardValidator {
@@ -236,6 +304,9 @@ func (v *guardValidator) feed(b []byte) (int, guardErr) {
 	for i < len(b) {
 		switch v.state {
 		case gsFrame:
+			if v.preAuth && i > 0 {
+				return i, guardOK // a frame ended: pass it on alone
+			}
 			start = i
 			if b[i] != '*' {
 				v.state, v.inline = gsInline, 0
@@ -280,7 +351,7 @@ func (v *guardValidator) feed(b []byte) (int, guardErr) {
 						// val <= lim <= 2^40 before this digit: no overflow.
 						v.val = v.val*10 + uint64(d)
 						if v.val > lim {
-							return start, v.headerErr()
+							return start, v.limitErr()
 						}
 					}
 					v.digits = true
@@ -434,6 +505,17 @@ func guardLine(b []byte, i int, lim uint64) (n uint64, next int, ok bool) {
 }
 
 // headerErr is the violation for a bad header line in the current state.
+// limitErr is the violation of a count or length over the limit.
+func (v *guardValidator) limitErr() guardErr {
+	if v.preAuth {
+		if v.state == gsCount {
+			return guardUnauthMultibulkLen
+		}
+		return guardUnauthBulkLen
+	}
+	return v.headerErr()
+}
+
 func (v *guardValidator) headerErr() guardErr {
 	if v.state == gsCount {
 		return guardMultibulkLen

@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"runtime"
@@ -20,7 +19,7 @@ const redisVersion = "7.4.0"
 
 // infoSections are INFO's sections in Redis's order; INFO with no
 // argument (or "default") gives all but commandstats, as Redis does.
-var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "cpu", "commandstats", "errorstats", "keyspace"}
+var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "cpu", "commandstats", "errorstats", "keyspace", "policies"}
 
 // infoTitles are the section headers where they are not the capitalized
 // name.
@@ -97,25 +96,19 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 		kv("blocked_clients", 0)
 		kv("tracking_clients", 0)
 	case "memory":
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		kv("used_memory", m.HeapAlloc)
-		kv("used_memory_human", humanBytes(m.HeapAlloc))
-		kv("used_memory_rss", m.Sys-m.HeapReleased)
-		kv("used_memory_rss_human", humanBytes(m.Sys-m.HeapReleased))
-		kv("total_system_memory", 0)
-		kv("maxmemory", 0)
-		kv("maxmemory_policy", "noeviction")
+		s.writeMemoryInfo(kv) // maxmemory.go
 	case "stats":
 		st := &s.Stats
 		kv("total_connections_received", st.ConnectionsReceived.Load())
 		kv("rejected_connections", st.RejectedConnections.Load())
 		kv("total_commands_processed", st.CommandsProcessed.Load())
+		kv("total_net_input_bytes", st.NetInputBytes.Load())
+		kv("total_net_output_bytes", st.NetOutputBytes.Load())
 		inst := s.instantaneous()
 		kv("instantaneous_ops_per_sec", int64(inst[0]+0.5))
 		kv("total_error_replies", st.ErrorReplies.Load())
 		kv("expired_keys", s.ExpiredKeys())
-		kv("evicted_keys", 0)
+		kv("evicted_keys", s.EvictedKeys())
 		kv("rl_allowed", st.Allowed.Load())
 		kv("rl_denied", st.Denied.Load())
 		kv("rl_instantaneous_allowed_per_sec", int64(inst[1]+0.5))
@@ -153,13 +146,13 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 		}
 	case "persistence":
 		s.writePersistenceInfo(kv)
+		s.writeRaftSnapshotInfo(kv) // cluster mode: Raft's snapshots (raftsnap.go)
 	case "replication":
 		s.writeReplicationInfo(kv)
+	case "policies":
+		s.writePolicyInfo(kv) // policy_cmd.go
 	case "keyspace":
-		n, err := s.backend.Len(context.Background())
-		if err == nil && n > 0 {
-			kv("db0", fmt.Sprintf("keys=%d,expires=%d,avg_ttl=0", n, n))
-		}
+		s.writeKeyspaceInfo(kv) // maxmemory.go: stored-key counts, no walk
 	}
 }
 

@@ -58,6 +58,10 @@ type Config struct {
 	// not know. Nil: only the edge's own settings can change.
 	ConfigSet func(name, value string) (handled bool, err error)
 	Logger    *slog.Logger // lifecycle and rate-limited client warnings; nil: none
+
+	// PolicyFile is the --policies file that RL.POLICY LOAD and
+	// ReloadPolicies read (policy_cmd.go); "": none.
+	PolicyFile string
 }
 
 // Stats are the server's counters, read by INFO.
@@ -72,6 +76,8 @@ type Stats struct {
 	ACLDeniedKey        atomic.Int64 // commands refused: a key outside the user's patterns
 	RejectedConnections atomic.Int64
 	ExpiredKeys         atomic.Int64 // dropped by the background sweep (SweepCounting)
+	NetInputBytes       atomic.Int64 // bytes read from clients (after TLS)
+	NetOutputBytes      atomic.Int64 // bytes of replies written to clients
 }
 
 // Server serves the Redis protocol on one listener.
@@ -90,6 +96,7 @@ type Server struct {
 	top          topKeys
 	ops          opsSampler
 	maxKeyLen    atomic.Int64 // Config.MaxKeyLen, changed by CONFIG SET
+	mem          memLimit     // maxmemory and its monitor (maxmemory.go)
 
 	settingsMu sync.RWMutex // guards cfg.Settings: CONFIG SET writes it
 	warnMu     sync.Mutex
@@ -104,6 +111,10 @@ type Server struct {
 	closing bool
 	wg      sync.WaitGroup // one per connection goroutine
 	stop    atomic.Bool    // set when Shutdown begins; connections stop reading
+
+	// guardLimits are the framing limits of authenticated connections:
+	// cfg.Guard at start, then what CONFIG SET gives (config_cmd.go).
+	guardLimits atomic.Pointer[GuardLimits]
 }
 
 // New makes a server that answers limiter commands from backend.
@@ -140,6 +151,8 @@ func New(cfg Config, backend Backend) *Server {
 		conns:    make(map[*conn]struct{}),
 	}
 	s.maxKeyLen.Store(int64(cfg.MaxKeyLen))
+	g := cfg.Guard.normalized()
+	s.guardLimits.Store(&g)
 	return s
 }
 
@@ -181,8 +194,12 @@ func (s *Server) Serve(ln net.Listener) error {
 		c := newConn(nc, maxQueryBuffer)
 		c.partialTimeout = s.cfg.PartialTimeout
 		c.stopping = &s.stop
-		if g, ok := nc.(*guardConn); ok && !s.openAuth {
-			g.restrict(s.cfg.PreAuthGuard)
+		if g, ok := nc.(*guardConn); ok {
+			if s.openAuth {
+				g.follow(&s.guardLimits)
+			} else {
+				g.restrict(s.cfg.PreAuthGuard)
+			}
 		}
 		s.mu.Lock()
 		if s.closing {
@@ -245,10 +262,13 @@ func (s *Server) serveConn(c *conn) {
 			}
 			return
 		}
+		s.Stats.NetInputBytes.Add(int64(c.netIn))
+		c.netIn = 0
 		if s.handle(cl, cmds) == cmdQuit {
 			c.Close()
 			return
 		}
+		s.Stats.NetOutputBytes.Add(int64(len(c.wr.Buffer())))
 		if err := c.wr.Flush(); err != nil {
 			return
 		}
@@ -384,6 +404,10 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 			return cmdOK
 		}
 	}
+	if cmd.tiered != nil {
+		s.batchTiered(c, cmd, args)
+		return cmdOK
+	}
 	if cmd.batch != nil {
 		first := len(c.reqs)
 		var errText string
@@ -414,11 +438,8 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 
 // checkKeys refuses keys longer than MaxKeyLen before they reach a backend.
 func (s *Server) checkKeys(cmd *command, args [][]byte) string {
-	last := cmd.lastKey
-	if last < 0 {
-		last += len(args)
-	}
-	for i := cmd.firstKey; i <= last && i < len(args); i += cmd.keyStep {
+	first, last, step := cmd.keyRange(args)
+	for i := first; i <= last && i < len(args); i += step {
 		if limit := s.maxKeyLen.Load(); int64(len(args[i])) > limit {
 			return "ERR key is too long: " + strconv.Itoa(len(args[i])) + " bytes, the limit is " +
 				strconv.FormatInt(limit, 10) + " (max-key-len)"
@@ -471,7 +492,7 @@ func (s *Server) flushBatch(c *client) {
 			c.res = make([]engine.Result, len(c.reqs), 2*len(c.reqs))
 		}
 		c.res = c.res[:len(c.reqs)]
-		batchErr = s.backend.Do(context.Background(), c.reqs, c.res)
+		batchErr = s.doBatch(context.Background(), c)
 	}
 	var allowed, denied int64
 	for _, p := range c.pending {
@@ -485,6 +506,11 @@ func (s *Server) flushBatch(c *client) {
 			c.rep.error(p.errText)
 		case batchErr != nil:
 			c.rep.error(engineErrorText(batchErr))
+		case p.cmd.renderTiered != nil:
+			a, d := s.renderTieredReply(c, p, t)
+			allowed += a
+			denied += d
+			continue
 		default:
 			res := c.res[p.first : p.first+p.n]
 			if err := firstErr(res); err != nil {
@@ -518,6 +544,8 @@ func (s *Server) flushBatch(c *client) {
 	}
 	clear(c.reqs) // drop references to the connection's buffers
 	c.reqs = c.reqs[:0]
+	clear(c.names)
+	c.names = c.names[:0]
 	c.pending = c.pending[:0]
 }
 
@@ -570,7 +598,7 @@ func (s *Server) setUser(c *client, u *aclUser) {
 	}
 	if g, ok := cn.nc.(*guardConn); ok {
 		if authed {
-			g.restrict(s.cfg.Guard)
+			g.follow(&s.guardLimits)
 		} else {
 			g.restrict(s.cfg.PreAuthGuard)
 		}

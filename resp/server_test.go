@@ -286,7 +286,7 @@ func TestPreAuthLimitsAreTighter(t *testing.T) {
 	// Before AUTH a 20 KiB bulk is a protocol error...
 	c, r := dial(t, addr)
 	io.WriteString(c, encode("ECHO", strings.Repeat("x", 20<<10)))
-	if got := readReply(t, r); got != "-ERR Protocol error: invalid bulk length" {
+	if got := readReply(t, r); got != "-ERR Protocol error: unauthenticated bulk length" {
 		t.Fatalf("unauthenticated big bulk: %q", got)
 	}
 	// ...after it, it is an ordinary argument.
@@ -305,8 +305,39 @@ func TestPreAuthLimitsAreTighter(t *testing.T) {
 		t.Fatalf("RESET = %q", got)
 	}
 	io.WriteString(c2, "*11\r\n")
-	if got := readReply(t, r2); got != "-ERR Protocol error: invalid multibulk length" {
+	if got := readReply(t, r2); got != "-ERR Protocol error: unauthenticated multibulk length" {
 		t.Fatalf("after RESET, 11 arguments: %q", got)
+	}
+}
+
+// TestBugPipelinedAuthThenBigCommand pins a divergence from Redis: the
+// limits before AUTH were applied to everything that arrived in the same
+// read as the AUTH, so AUTH pipelined with a command of more than 10
+// arguments or 16 KiB failed with a protocol error. Redis parses one
+// command at a time, and so does the guard before AUTH now.
+func TestBugPipelinedAuthThenBigCommand(t *testing.T) {
+	addr, _ := startServer(t, Config{RequirePass: "pw"})
+	c, r := dial(t, addr)
+	big := strings.Repeat("y", 20<<10)
+	args := []string{"DEL"}
+	for i := 0; i < 12; i++ {
+		args = append(args, fmt.Sprintf("k%d", i))
+	}
+	io.WriteString(c, encode("AUTH", "pw")+encode("ECHO", big)+encode(args...)+encode("PING"))
+	for i, want := range []string{"OK", big, ":0", "PONG"} {
+		if got := readReply(t, r); got != want {
+			t.Fatalf("reply %d = %.40q, want %.40q", i, got, want)
+		}
+	}
+	// A wrong password pipelined with a big command: the big command is
+	// checked against the limits before AUTH, as in Redis.
+	c2, r2 := dial(t, addr)
+	io.WriteString(c2, encode("AUTH", "wrong")+encode("ECHO", big))
+	if got := readReply(t, r2); !strings.HasPrefix(got, "-WRONGPASS") {
+		t.Fatalf("AUTH wrong = %q", got)
+	}
+	if got := readReply(t, r2); got != "-ERR Protocol error: unauthenticated bulk length" {
+		t.Fatalf("big bulk after a failed AUTH = %q", got)
 	}
 }
 

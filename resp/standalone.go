@@ -6,12 +6,16 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/policy"
 )
 
 // Standalone is the Backend of a server running alone: it reads the clock
 // once per batch and applies the batch to the engine directly.
 type Standalone struct {
 	Engine *engine.Engine
+	// Policies are the named policies (RL.POLICY, RL.CHECK; policy_cmd.go);
+	// nil: the server keeps none.
+	Policies *policy.Store
 }
 
 func nowNanos() int64 { return time.Now().UnixNano() }

@@ -34,6 +34,31 @@ type command struct {
 	handler func(s *Server, c *client, args [][]byte) outcome
 
 	subcommands []*command
+
+	// Tiered limiter commands (RL.CHECK, policy_cmd.go) name a policy per
+	// request instead of batch and render: tiered appends the requests and,
+	// aligned with them, their policy names; renderTiered writes the reply
+	// from the requests, names and results, errors included, and reports
+	// the decision, the key to count as denied, and whether it failed.
+	tiered       func(reqs []engine.Request, names, args [][]byte) ([]engine.Request, [][]byte, string)
+	renderTiered func(s *Server, r *replier, reqs []engine.Request, names [][]byte, res []engine.Result) (allowed, denied int64, deniedKey []byte, failed bool)
+	// movableKeys, when set, gives the key positions of a command whose
+	// keys move with its options (RL.CHECK [COST n] ...); firstKey,
+	// lastKey and keyStep then describe its plainest form for COMMAND.
+	movableKeys func(args [][]byte) (first, last, step int)
+}
+
+// keyRange returns the positions of cmd's keys in args: first, last
+// (inclusive, already resolved against len(args)) and step.
+func (c *command) keyRange(args [][]byte) (first, last, step int) {
+	if c.movableKeys != nil {
+		return c.movableKeys(args)
+	}
+	last = c.lastKey
+	if last < 0 {
+		last += len(args)
+	}
+	return c.firstKey, last, c.keyStep
 }
 
 func (c *command) arityOK(n int) bool {
@@ -57,7 +82,8 @@ func register(cmds ...*command) {
 		if _, dup := commands[c.name]; dup {
 			panic("resp: duplicate command " + c.name)
 		}
-		if (c.batch == nil) == (c.handler == nil) || (c.batch != nil) != (c.render != nil) {
+		batched := c.batch != nil || c.tiered != nil
+		if batched == (c.handler != nil) || (c.batch != nil) != (c.render != nil) || (c.tiered != nil) != (c.renderTiered != nil) {
 			panic("resp: command " + c.name + " needs either batch+render or handler")
 		}
 		commands[c.name] = c

@@ -19,6 +19,8 @@
 //  2. Memory: fresh processes, baseline RSS, -mem-keys token-bucket keys of
 //     21 bytes loaded through pipelines, RSS again (INFO used_memory_rss for
 //     Redis, VmRSS for rlserver); the growth divided by the key count.
+//     Then SAVE on each, and the growth of the peak RSS (VmHWM, reset
+//     first) during it over the RSS before, per key.
 //
 // Every process it starts is stopped on every exit path (and killed by the
 // kernel if compare itself dies). Linux only: it reads /proc.
@@ -335,6 +337,8 @@ type memResult struct {
 	rlDBSize, redisDBSize  int64
 	rlFillErr, redisFillEr string
 	rlUsed, redisUsed      [2]int64 // INFO used_memory before and after loading
+	rlSave, redisSave      float64  // RSS peak during SAVE over RSS before, per key
+	saveErr                string
 }
 
 // measureMemory fills both fresh servers with cfg.memKeys token-bucket keys
@@ -398,6 +402,13 @@ func measureMemory(ctx context.Context, cfg config, rl, redis *server, sha strin
 			return nil, fmt.Errorf("%s DBSIZE: %v", t.srv.name, err)
 		}
 		*t.dst, _ = v.(int64)
+	}
+	// Last, as it may leave garbage behind: the peak of a snapshot save.
+	if m.rlSave, err = savePeak(rl, cfg.memKeys); err == nil {
+		m.redisSave, err = savePeak(redis, cfg.memKeys)
+	}
+	if err != nil {
+		m.saveErr = err.Error()
 	}
 	return m, nil
 }
@@ -467,7 +478,40 @@ func fill(ctx context.Context, addr string, keys int, command func(key string) [
 }
 
 // vmRSS reads a process's resident set size, in bytes.
-func vmRSS(pid int) (int64, error) {
+func vmRSS(pid int) (int64, error) { return procStatus(pid, "VmRSS:") }
+
+// savePeak runs SAVE on srv and returns the growth of its resident set's
+// peak during the save over its resident set before, per key: what a
+// snapshot costs on top of the keys. The peak (VmHWM) is reset first
+// through /proc/PID/clear_refs.
+func savePeak(srv *server, keys int) (float64, error) {
+	pid := srv.pid()
+	before, err := vmRSS(pid)
+	if err != nil {
+		return 0, err
+	}
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+		return 0, fmt.Errorf("resetting %s's peak RSS: %v", srv.name, err)
+	}
+	c, err := dial(srv.addr, 5*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer c.close()
+	c.c.SetDeadline(time.Now().Add(5 * time.Minute))
+	if _, err := c.do("SAVE"); err != nil {
+		return 0, fmt.Errorf("%s SAVE: %v", srv.name, err)
+	}
+	peak, err := procStatus(pid, "VmHWM:")
+	if err != nil {
+		return 0, err
+	}
+	return float64(peak-before) / float64(keys), nil
+}
+
+// procStatus reads a size field (VmRSS:, VmHWM:) of a process's
+// /proc/PID/status, in bytes.
+func procStatus(pid int, field string) (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
@@ -475,12 +519,12 @@ func vmRSS(pid int) (int64, error) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), field); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 			return kb * 1024, err
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 // redisRSS reads used_memory_rss (bytes) from INFO memory.
@@ -576,6 +620,10 @@ func printReport(cfg config, machine []string, loadStart, loadEnd string, cases 
 			row{fmt.Sprintf("loading %s keys (8 conns, 256 per round trip): keys/s", commas(float64(mem.keys))),
 				commas(mem.rlFillRate), commas(mem.redisFill), ratio(mem.rlFillRate, mem.redisFill)},
 		)
+		if mem.saveErr == "" {
+			rows = append(rows, row{"SAVE: peak RSS over RSS before, bytes per key",
+				fmt.Sprintf("%.1f", mem.rlSave), fmt.Sprintf("%.1f", mem.redisSave), ratio(mem.rlSave, mem.redisSave)})
+		}
 	}
 	w := [4]int{len("case"), len("rlserver"), len("Redis+Lua"), len("rlserver/Redis")}
 	for _, r := range rows {
@@ -602,8 +650,11 @@ func printReport(cfg config, machine []string, loadStart, loadEnd string, cases 
 	if mem != nil {
 		fmt.Printf("memory: RSS growth over each process's baseline after start (rlserver VmRSS %.1f -> %.1f MiB, Redis used_memory_rss %.1f -> %.1f MiB); DBSIZE after loading: rlserver %d, Redis %d\n",
 			mib(mem.rlBase), mib(mem.rlAfter), mib(mem.redisBase), mib(mem.redisAfter), mem.rlDBSize, mem.redisDBSize)
-		fmt.Printf("        INFO used_memory growth per key (rlserver: Go heap in use, garbage not yet collected included; Redis: its allocator's count): rlserver %.1f B, Redis %.1f B\n",
+		fmt.Printf("        INFO used_memory growth per key (rlserver: what --maxmemory counts, live Go heap plus 32 B + key bytes per key; Redis: its allocator's count): rlserver %.1f B, Redis %.1f B\n",
 			float64(mem.rlUsed[1]-mem.rlUsed[0])/float64(mem.keys), float64(mem.redisUsed[1]-mem.redisUsed[0])/float64(mem.keys))
+		if mem.saveErr != "" {
+			fmt.Printf("WARNING: measuring SAVE's peak: %s\n", mem.saveErr)
+		}
 		for _, e := range []struct{ who, msg string }{{"rlserver", mem.rlFillErr}, {"Redis", mem.redisFillEr}} {
 			if e.msg != "" {
 				fmt.Printf("WARNING: loading %s: %s\n", e.who, e.msg)

@@ -8,9 +8,13 @@
 // runtime.GC and debug.FreeOSMemory, so the figure is what the keys
 // themselves keep resident: the index, the key bytes and the state, with
 // the allocator's slack but without garbage waiting for the collector.
-// The Go heap held per key (HeapAlloc), the fill time per key and the
-// longest Do of a batch of 1000 inserts (which includes the index's
-// rebuilds as it grows) are reported beside it.
+// The Go heap held per key (HeapAlloc), the key tables mapped outside the
+// heap per key (engine.OffHeapBytes: the slot arrays and key arenas of
+// large tables), the fill time per key and the longest Do of a batch of
+// 1000 inserts (which includes the index's rebuilds as it grows) are
+// reported beside it. The process's peak resident set (VmHWM) growth per
+// key shows what the fill needed at its worst (a table's rebuild holds
+// the old and the new arrays for a moment).
 //
 // With -kind all, each kind is measured in a fresh child process, so no
 // measurement inherits another's heap.
@@ -69,7 +73,7 @@ func main() {
 	}
 	fmt.Printf("# %d keys of %d bytes, %d shards, %s %s/%s, GOGC=%s GOMEMLIMIT=%s\n",
 		*keys, *keyLen, *shards, runtime.Version(), runtime.GOOS, runtime.GOARCH, os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT"))
-	fmt.Printf("%-8s %12s %12s %12s %12s\n", "kind", "rss B/key", "heap B/key", "fill ns/key", "max Do ms")
+	fmt.Printf("%-8s %12s %12s %12s %12s %12s %12s\n", "kind", "rss B/key", "heap B/key", "offheap B/k", "peak B/key", "fill ns/key", "max Do ms")
 	if *kindName != "all" {
 		k, ok := find(*kindName)
 		if !ok {
@@ -110,6 +114,7 @@ func measure(k kind, keys, keyLen, shards int) {
 	now := int64(1_700_000_000) * 1e9
 
 	rss0, heap0 := settle()
+	hwm0 := procStatus("VmHWM:")
 	e := engine.New(shards)
 	start := time.Now()
 	var longest time.Duration
@@ -143,9 +148,11 @@ func measure(k kind, keys, keyLen, shards int) {
 		panic(fmt.Sprintf("Len = %d, %v; want %d", n, err, keys))
 	}
 	rss1, heap1 := settle()
+	hwm1 := procStatus("VmHWM:")
 	runtime.KeepAlive(e)
-	fmt.Printf("%-8s %12.1f %12.1f %12.1f %12.2f\n", k.name,
-		float64(rss1-rss0)/float64(keys), float64(heap1-heap0)/float64(keys),
+	perKey := func(n int64) float64 { return float64(n) / float64(keys) }
+	fmt.Printf("%-8s %12.1f %12.1f %12.1f %12.1f %12.1f %12.2f\n", k.name,
+		perKey(rss1-rss0), perKey(heap1-heap0), perKey(engine.OffHeapBytes()), perKey(hwm1-hwm0),
 		float64(elapsed.Nanoseconds())/float64(keys*k.calls), float64(longest.Microseconds())/1000)
 }
 
@@ -165,10 +172,12 @@ func settle() (rss, heap int64) {
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return vmRSS(), int64(ms.HeapAlloc)
+	return procStatus("VmRSS:"), int64(ms.HeapAlloc)
 }
 
-func vmRSS() int64 {
+// procStatus reads a size field of /proc/self/status (VmRSS, VmHWM), in
+// bytes.
+func procStatus(field string) int64 {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
 		panic(err)
@@ -176,7 +185,7 @@ func vmRSS() int64 {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := bytes.CutPrefix(sc.Bytes(), []byte("VmRSS:")); ok {
+		if rest, ok := bytes.CutPrefix(sc.Bytes(), []byte(field)); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(string(rest)), " kB"), 10, 64)
 			if err != nil {
 				panic(err)
@@ -184,5 +193,5 @@ func vmRSS() int64 {
 			return kb << 10
 		}
 	}
-	panic("no VmRSS in /proc/self/status")
+	panic("no " + field + " in /proc/self/status")
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -23,11 +25,15 @@ type clusterOptions struct {
 	advertise         string
 	bootstrap         bool
 	join              string
+	joinUser          string
+	joinPassword      string
+	joinTLS           bool
 	peers             string
 	heartbeatTimeout  time.Duration
 	electionTimeout   time.Duration
 	commitTimeout     time.Duration
 	snapshotThreshold uint64
+	snapshotInterval  time.Duration
 }
 
 func addClusterFlags(fs *flag.FlagSet, c *clusterOptions) {
@@ -37,11 +43,15 @@ func addClusterFlags(fs *flag.FlagSet, c *clusterOptions) {
 	fs.StringVar(&c.advertise, "advertise", "", "cluster mode: client (RESP) address shown to other nodes and clients (default: --addr)")
 	fs.BoolVar(&c.bootstrap, "bootstrap", false, "cluster mode: start a new one-node cluster (first node only, first start only)")
 	fs.StringVar(&c.join, "join", "", "cluster mode: join the cluster through this member's client address (host:port)")
+	fs.StringVar(&c.joinUser, "join-user", "", "cluster mode: ACL user --join authenticates as with the member (default: the default user)")
+	fs.StringVar(&c.joinPassword, "join-password", "", "cluster mode: password --join gives the member (default: --requirepass); better set as RL_JOIN_PASSWORD or in --config")
+	fs.BoolVar(&c.joinTLS, "join-tls", false, "cluster mode: --join connects with TLS, presenting --tls-cert-file and trusting --tls-ca-cert-file (or the system's CAs)")
 	fs.StringVar(&c.peers, "peers", "", "cluster mode: fixed cluster of id=raft-host:port,... (the same list on every node, first start only)")
 	fs.DurationVar(&c.heartbeatTimeout, "heartbeat-timeout", 400*time.Millisecond, "cluster mode: time without a leader's contact before a follower starts an election")
 	fs.DurationVar(&c.electionTimeout, "election-timeout", 400*time.Millisecond, "cluster mode: time a candidate waits for an election's result")
 	fs.DurationVar(&c.commitTimeout, "commit-timeout", 2*time.Second, "cluster mode: longest wait for a command to be committed and applied")
 	fs.Uint64Var(&c.snapshotThreshold, "snapshot-threshold", 8192, "cluster mode: log entries between Raft snapshots")
+	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", 30*time.Second, "cluster mode: how often Raft checks --snapshot-threshold (each check waits this to twice this)")
 }
 
 func (c *clusterOptions) check() error {
@@ -56,6 +66,15 @@ func (c *clusterOptions) check() error {
 	}
 	if modes > 1 {
 		return fmt.Errorf("--bootstrap, --join and --peers are exclusive")
+	}
+	if c.join == "" && (c.joinUser != "" || c.joinPassword != "" || c.joinTLS) {
+		return fmt.Errorf("--join-user, --join-password and --join-tls need --join")
+	}
+	if c.joinUser != "" && c.joinPassword == "" {
+		return fmt.Errorf("--join-user needs --join-password")
+	}
+	if c.snapshotInterval < 10*time.Millisecond {
+		return fmt.Errorf("--snapshot-interval must be at least 10ms")
 	}
 	if c.peers != "" {
 		if _, err := cluster.ParsePeers(c.peers); err != nil {
@@ -97,6 +116,7 @@ func openCluster(ctx context.Context, c clusterOptions, eng *engine.Engine, dir 
 		ElectionTimeout:   c.electionTimeout,
 		CommitTimeout:     c.commitTimeout,
 		SnapshotThreshold: c.snapshotThreshold,
+		SnapshotInterval:  c.snapshotInterval,
 		Logger:            log,
 		RaftLogLevel:      raftLevel,
 		RaftLogJSON:       logJSON,
@@ -106,8 +126,62 @@ func openCluster(ctx context.Context, c clusterOptions, eng *engine.Engine, dir 
 	if err != nil {
 		return nil, err
 	}
-	if c.join != "" && !n.HasState() {
-		go n.JoinVia(ctx, c.join, password)
+	if c.join == "" || n.HasState() {
+		return n, nil
+	}
+	jo := joinOptions(c, password, sec)
+	// One attempt before serving, so that credentials or TLS settings the
+	// member refuses stop the start with one clear line; a member that is
+	// not reachable yet is retried in the background.
+	err = n.JoinOnce(ctx, jo)
+	if cluster.JoinRefused(err) {
+		n.Close()
+		return nil, fmt.Errorf("cannot join the cluster through %s: %v%s", c.join, err, joinHint(err))
+	}
+	if err != nil {
+		log.Warn("join failed; retrying in the background", "via", c.join, "err", err)
+		go n.JoinVia(ctx, jo)
 	}
 	return n, nil
+}
+
+// joinOptions is what --join presents to the member: --join-user and
+// --join-password (default: --requirepass), and with --join-tls this
+// node's certificate. With --tls-cluster the member's certificate is
+// checked as a cluster peer's (signed by the CA, any name), otherwise as
+// redis-cli --tls would (signed by --tls-ca-cert-file or a system CA, for
+// the host named in --join).
+func joinOptions(c clusterOptions, requirePass string, sec security) cluster.JoinOptions {
+	jo := cluster.JoinOptions{Addr: c.join, User: c.joinUser, Password: c.joinPassword}
+	if jo.Password == "" {
+		jo.Password = requirePass
+	}
+	if !c.joinTLS {
+		return jo
+	}
+	switch {
+	case sec.clusterDial != nil:
+		jo.TLS = sec.clusterDial.Clone()
+	case sec.clientTLS != nil:
+		host, _, _ := net.SplitHostPort(c.join)
+		jo.TLS = &tls.Config{Certificates: sec.clientTLS.Certificates, RootCAs: sec.clientTLS.ClientCAs,
+			ServerName: host, MinVersion: tls.VersionTLS12}
+	default:
+		host, _, _ := net.SplitHostPort(c.join)
+		jo.TLS = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	}
+	return jo
+}
+
+// joinHint names the flags behind a refused join.
+func joinHint(err error) string {
+	switch {
+	case errors.Is(err, cluster.ErrJoinCredentials):
+		return " (check --join-user and --join-password; the password defaults to --requirepass)"
+	case errors.Is(err, cluster.ErrJoinForbidden):
+		return " (the member must be in cluster mode and let the --join user run RL.CLUSTER JOIN: +@all, +@dangerous or +rl.cluster|join)"
+	case errors.Is(err, cluster.ErrJoinTLS):
+		return " (check --join-tls, --tls-cert-file, --tls-key-file and --tls-ca-cert-file)"
+	}
+	return ""
 }

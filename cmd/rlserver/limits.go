@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"strconv"
@@ -19,6 +20,12 @@ type limitOptions struct {
 	maxKeyLen      int
 	partialTimeout time.Duration
 	protectedMode  bool
+
+	// maxmemory (resp/maxmemory.go): the limit as given (Redis's units),
+	// its value in bytes once checked, and the policy.
+	maxMemory       string
+	maxMemoryBytes  int64
+	maxMemoryPolicy string
 }
 
 func addLimitFlags(fs *flag.FlagSet, o *limitOptions) {
@@ -28,10 +35,22 @@ func addLimitFlags(fs *flag.FlagSet, o *limitOptions) {
 	fs.IntVar(&o.maxClients, "maxclients", 10000, "most client connections served at once; the next is refused")
 	fs.IntVar(&o.maxKeyLen, "max-key-len", 16<<10, "longest key accepted, bytes")
 	fs.DurationVar(&o.partialTimeout, "partial-command-timeout", 30*time.Second, "a command whose first bytes arrived must be complete within this (0: no limit)")
+	fs.StringVar(&o.maxMemory, "maxmemory", "0", "memory limit for data, bytes or with a unit (100mb, 1gb; 0: none): above it new keys are refused (noeviction) or the keys closest to empty are evicted (volatile-ttl)")
+	fs.StringVar(&o.maxMemoryPolicy, "maxmemory-policy", resp.PolicyNoEviction, "what to do above --maxmemory: noeviction (refuse new keys with OOM) or volatile-ttl (evict the keys closest to empty: for a token bucket, the one closest to full)")
 	fs.BoolVar(&o.protectedMode, "protected-mode", true, "with no password, refuse clients from other hosts when listening on a non-loopback address")
 }
 
-func (o limitOptions) check() error {
+func (o *limitOptions) check() error {
+	n, err := resp.ParseMemory(o.maxMemory)
+	if err != nil {
+		return fmt.Errorf("invalid value %q for --maxmemory: use bytes or a number with kb, mb, gb (or k, m, g: powers of 1000)", o.maxMemory)
+	}
+	o.maxMemoryBytes = n
+	switch o.maxMemoryPolicy {
+	case resp.PolicyNoEviction, resp.PolicyVolatileTTL:
+	default:
+		return fmt.Errorf("invalid value %q for --maxmemory-policy: use %s or %s", o.maxMemoryPolicy, resp.PolicyNoEviction, resp.PolicyVolatileTTL)
+	}
 	switch {
 	case o.maxBulkLen < 1 || o.maxBulkLen > 1<<30:
 		return fmt.Errorf("invalid value %d for --proto-max-bulk-len: must be between 1 and 1073741824", o.maxBulkLen)
@@ -72,7 +91,23 @@ func (o limitOptions) apply(cfg *resp.Config) {
 		"max-key-len":             strconv.Itoa(o.maxKeyLen),
 		"partial-command-timeout": o.partialTimeout.String(),
 		"protected-mode":          protected,
+		"maxmemory":               strconv.FormatInt(o.maxMemoryBytes, 10), // bytes, as Redis reports it
 	} {
 		cfg.Settings[k] = v
 	}
+}
+
+// startMemoryMonitor applies --maxmemory and --maxmemory-policy to srv and
+// runs its memory monitor until ctx ends; wait returns once it has
+// stopped (it sends to the engine's shards, so before they close).
+func (o limitOptions) startMemoryMonitor(ctx context.Context, srv *resp.Server) (wait func()) {
+	if err := srv.SetMaxMemory(o.maxMemoryBytes, o.maxMemoryPolicy); err != nil {
+		panic(err) // check refused anything SetMaxMemory would
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.MonitorMemory(ctx)
+	}()
+	return func() { <-done }
 }

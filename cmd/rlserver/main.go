@@ -44,6 +44,7 @@ type options struct {
 	limits      limitOptions
 	security    securityOptions
 	ops         opsOptions
+	policies    policyOptions
 }
 
 func main() {
@@ -93,6 +94,7 @@ func parseFlags(args []string) (options, error) {
 	addClusterFlags(fs, &o.cluster)
 	addPersistFlags(fs, &o.persist)
 	addOpsFlags(fs, &o.ops)
+	addPolicyFlags(fs, &o.policies)
 	fs.Usage = func() {
 		out := fs.Output()
 		fmt.Fprintf(out, "rlserver %s: a rate-limiter server that speaks the Redis protocol.\n\n", version)
@@ -221,6 +223,18 @@ func run(o options) error {
 			return err
 		}
 		backend = node
+		// The policy file is checked before serving; the cluster adopts
+		// it once a leader applies it (policies.go).
+		ps, err := o.policies.read()
+		if err != nil {
+			node.Close()
+			return err
+		}
+		if o.policies.file != "" {
+			pctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go proposePolicies(pctx, node, o.policies.file, ps, log)
+		}
 	}
 	// Standalone, the state lives in snapshots: loaded here, saved by
 	// snaps until its close below (deferred too, so it runs before the
@@ -231,7 +245,11 @@ func run(o options) error {
 			return err
 		}
 		defer snaps.close()
-		backend = standalone{resp.Standalone{Engine: eng}, snaps}
+		store, err := standalonePolicies(o.policies, snaps, log)
+		if err != nil {
+			return err
+		}
+		backend = standalone{resp.Standalone{Engine: eng, Policies: store}, snaps}
 	}
 	dir, _ := filepath.Abs(o.dir)
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
@@ -255,6 +273,7 @@ func run(o options) error {
 	o.ops.applySettings(&cfg)
 	cfg.ConfigSet = (&opsState{level: level, snaps: snaps}).configSet
 	cfg.Logger = log
+	cfg.PolicyFile = o.policies.file
 	srv := resp.New(cfg, backend)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -271,11 +290,14 @@ func run(o options) error {
 			resp.SweepCounting(ctx, eng, 100*time.Millisecond, 1000, &srv.Stats.ExpiredKeys)
 		}
 	}()
+	memWait := o.limits.startMemoryMonitor(ctx, srv) // maxmemory (limits.go)
 	stopSweep := sync.OnceFunc(func() {
 		stop()
 		<-swept
+		memWait()
 	})
 	defer stopSweep()
+	go reloadOnHangup(ctx, srv, o.policies.file, log)
 	opsSrv, err := startOps(ctx, o.ops.metricsAddr, srv, eng, backend, o.requirePass, log)
 	if err != nil {
 		return err

@@ -142,7 +142,7 @@ func flagSettings(fs *flag.FlagSet) map[string]string {
 	out := map[string]string{}
 	fs.VisitAll(func(f *flag.Flag) {
 		switch f.Name {
-		case "requirepass", "healthcheck", "version":
+		case "requirepass", "join-password", "healthcheck", "version": // secrets are not shown
 			return
 		}
 		v := f.Value.String()

@@ -23,7 +23,7 @@ type persistOptions struct {
 }
 
 func addPersistFlags(fs *flag.FlagSet, p *persistOptions) {
-	fs.DurationVar(&p.saveInterval, "save-interval", time.Second, "standalone: time between snapshot saves while the state changes (0: only on SAVE, BGSAVE and shutdown)")
+	fs.DurationVar(&p.saveInterval, "save-interval", time.Second, "standalone: time between snapshot saves while the state changes; a save that took d delays the next by at least 10*d (0: only on SAVE, BGSAVE and shutdown)")
 	fs.BoolVar(&p.discardCorrupt, "discard-corrupt-snapshot", false, "standalone: when the snapshot is corrupt or truncated, move it aside (renamed with a .corrupt-<time> suffix) and start empty instead of refusing to start")
 }
 
@@ -69,14 +69,15 @@ func openSnapshots(o persistOptions, dir string, eng *engine.Engine, log *slog.L
 	default:
 		return nil, fmt.Errorf("loading snapshot: %v", err)
 	}
-	return &snapshots{saver: persist.NewSaver(store, eng, o.saveInterval, log), file: store.Path(), loaded: st.Records}, nil
+	return &snapshots{saver: persist.NewSaver(store, eng, o.saveInterval, log), file: store.Path(), loaded: st.Records, policies: st.Policies}, nil
 }
 
 // snapshots is the standalone saver as resp.Persistence.
 type snapshots struct {
-	saver  *persist.Saver
-	file   string
-	loaded int
+	saver    *persist.Saver
+	file     string
+	loaded   int
+	policies [][]string // loaded with the snapshot, for the policy store (policies.go)
 }
 
 func (p *snapshots) Save(ctx context.Context) error { return p.saver.Save(ctx) }

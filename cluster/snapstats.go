@@ -1,0 +1,105 @@
+package cluster
+
+import (
+	"io"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/rlserver/rlserver/resp"
+)
+
+// Raft snapshot statistics (RL metrics and INFO persistence). Raft calls
+// the FSM's Snapshot, then Persist on what it returned, and Restore; the
+// wrappers here time those calls and count the bytes written, so the FSM
+// itself keeps no statistics.
+
+// snapStats are the counters; the wrappers write them, status readers
+// copy them.
+type snapStats struct {
+	mu  sync.Mutex
+	st  resp.RaftSnapshotStatus
+	now func() time.Time
+}
+
+func newSnapStats() *snapStats {
+	s := &snapStats{now: time.Now}
+	s.st.LastSnapshot = s.now()
+	s.st.LastDuration, s.st.LastRestoreDuration = -1, -1
+	return s
+}
+
+func (s *snapStats) status() resp.RaftSnapshotStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st
+}
+
+// statsFSM is the FSM Raft sees: fsm with its snapshots measured.
+type statsFSM struct {
+	*fsm
+	stats *snapStats
+}
+
+// Snapshot starts the clock: a snapshot's duration runs from the capture
+// between two entries to the end of its Persist.
+func (f statsFSM) Snapshot() (raft.FSMSnapshot, error) {
+	start := f.stats.now()
+	snap, err := f.fsm.Snapshot()
+	if err != nil {
+		f.stats.mu.Lock()
+		f.stats.st.Failures++
+		f.stats.mu.Unlock()
+		return nil, err
+	}
+	return &statsSnapshot{FSMSnapshot: snap, start: start, stats: f.stats}, nil
+}
+
+// Restore counts restores (at start-up from the latest snapshot, and when
+// the leader sends one to a follower that is too far behind).
+func (f statsFSM) Restore(rc io.ReadCloser) error {
+	start := f.stats.now()
+	err := f.fsm.Restore(rc)
+	if err == nil {
+		f.stats.mu.Lock()
+		f.stats.st.Restored++
+		f.stats.st.LastRestoreDuration = f.stats.now().Sub(start)
+		f.stats.mu.Unlock()
+	}
+	return err
+}
+
+type statsSnapshot struct {
+	raft.FSMSnapshot
+	start time.Time
+	stats *snapStats
+}
+
+func (s *statsSnapshot) Persist(sink raft.SnapshotSink) error {
+	cs := &countingSink{SnapshotSink: sink}
+	err := s.FSMSnapshot.Persist(cs)
+	end := s.stats.now()
+	s.stats.mu.Lock()
+	defer s.stats.mu.Unlock()
+	if err != nil {
+		s.stats.st.Failures++
+		return err
+	}
+	s.stats.st.Taken++
+	s.stats.st.LastSnapshot = end
+	s.stats.st.LastDuration = end.Sub(s.start)
+	s.stats.st.LastBytes = cs.n
+	return nil
+}
+
+// countingSink counts the bytes of a snapshot as they are written.
+type countingSink struct {
+	raft.SnapshotSink
+	n int64
+}
+
+func (c *countingSink) Write(p []byte) (int, error) {
+	n, err := c.SnapshotSink.Write(p)
+	c.n += int64(n)
+	return n, err
+}

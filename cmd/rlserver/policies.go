@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rlserver/rlserver/cluster"
+	"github.com/rlserver/rlserver/policy"
+	"github.com/rlserver/rlserver/resp"
+)
+
+// Named policies: the --policies file, loaded at start and on SIGHUP.
+//
+// Precedence: the policies saved in the snapshot (standalone) or the Raft
+// log and snapshots (cluster) come back at start; then the file, when
+// given, replaces them all, at start and on every reload (RL.POLICY LOAD,
+// SIGHUP). Without a file, RL.POLICY SET and DEL changes persist as they
+// are. A bad file at start stops the server; a bad file on reload is
+// refused whole and the policies in force stay.
+type policyOptions struct {
+	file string
+}
+
+func addPolicyFlags(fs *flag.FlagSet, p *policyOptions) {
+	fs.StringVar(&p.file, "policies", "", "policy file: one 'name KIND params...' per line (RL.POLICY SET's arguments, # comments); loaded at start, replacing the saved policies, and reloaded by RL.POLICY LOAD and SIGHUP")
+}
+
+// readPolicyFile parses the file at start; nil without a file.
+func (p policyOptions) read() ([]*policy.Policy, error) {
+	if p.file == "" {
+		return nil, nil
+	}
+	return policy.ParseFile(p.file)
+}
+
+// standalonePolicies makes the standalone store: the snapshot's policies,
+// then the file's in their place.
+func standalonePolicies(p policyOptions, snaps *snapshots, log *slog.Logger) (*policy.Store, error) {
+	store := policy.NewStore()
+	if len(snaps.policies) > 0 {
+		ps, err := policy.ParseDefs(snaps.policies)
+		if err != nil {
+			return nil, err
+		}
+		if err := store.Replace(ps); err != nil {
+			return nil, err
+		}
+	}
+	ps, err := p.read()
+	if err != nil {
+		return nil, err
+	}
+	if p.file != "" {
+		if err := store.Replace(ps); err != nil {
+			return nil, err
+		}
+		log.Info("policy file loaded", "file", p.file, "policies", len(ps))
+	}
+	snaps.saver.SetPolicies(store)
+	return store, nil
+}
+
+// proposePolicies has the cluster adopt the file's policies (read at
+// start), retrying in the background until a leader applies them or ctx
+// ends.
+func proposePolicies(ctx context.Context, node *cluster.Node, file string, ps []*policy.Policy, log *slog.Logger) {
+	for {
+		err := node.ReplacePolicies(ctx, ps)
+		if err == nil {
+			log.Info("policy file loaded", "file", file, "policies", len(ps))
+			return
+		}
+		log.Debug("policy file not applied yet; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// reloadOnHangup reloads the policy file on every SIGHUP until ctx ends.
+// SIGHUP is caught even without a file, so it never kills the server.
+func reloadOnHangup(ctx context.Context, srv *resp.Server, file string, log *slog.Logger) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	defer signal.Stop(ch)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+		if file == "" {
+			log.Warn("SIGHUP: no policy file to reload (--policies)")
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if _, err := srv.ReloadPolicies(rctx); err != nil {
+			log.Error("SIGHUP: policy file not loaded; the policies in force stay", "file", file, "err", err)
+		}
+		cancel()
+	}
+}
