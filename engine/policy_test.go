@@ -156,9 +156,9 @@ func storedKind(t *testing.T, e *Engine, key string) Kind {
 	return k
 }
 
-// TestPolicyChangeShape: capacity 10 at 10/s (T = 100 ms). The queue's
-// length as a fraction of the capacity is kept, by the same formula as
-// GCRA's. Calls admitted before the change keep the delays they were
+// TestPolicyChangeShape: capacity 10 at 10/s (T = 100 ms). The units in
+// the queue are kept (they are admitted requests waiting) and served at
+// the new rate. Calls admitted before the change keep the delays they were
 // given; later ones are placed after the rescaled queue.
 func TestPolicyChangeShape(t *testing.T) {
 	e := newEngine(t, 2)
@@ -171,19 +171,18 @@ func TestPolicyChangeShape(t *testing.T) {
 	runScript(t, e, []scriptRow{
 		{"queue 4 of 10", t0, ss(10, 10, 4), queue(10, 0, 4, 400*ms)},
 		{"100 ms later 3 queued", t0 + 100*ms, ss(10, 10, 0), queue(10, 300*ms, 3, 300*ms)},
-		// 30% of 2 s: 600 ms, 6 units of 20.
-		{"capacity raised to 20: 30% full", t0 + 100*ms, ss(20, 10, 0), queue(20, 600*ms, 6, 600*ms)},
+		{"capacity raised to 20: the same 3 units", t0 + 100*ms, ss(20, 10, 0), queue(20, 300*ms, 3, 300*ms)},
 		// T 50 ms, tau 500 ms: 150 ms, the same 3 units served faster.
 		{"rate raised to 20/s: the same units, served faster", t0 + 100*ms, ss(10, 20, 1), queue(10, 150*ms, 4, 200*ms)},
-		// Stored 200 ms under T 50 ms, capacity 10 (tau 500 ms).
-		{"capacity lowered to 5: 40% full", t0 + 100*ms, ss(5, 20, 0), queue(5, 100*ms, 2, 100*ms)},
+		// Stored 200 ms under T 50 ms, capacity 10: 4 units.
+		{"capacity lowered to 5: the same 4 units", t0 + 100*ms, ss(5, 20, 0), queue(5, 200*ms, 4, 200*ms)},
 		{"lowered capacity rejects what no longer fits", t0 + 100*ms, ss(5, 20, 4),
-			Result{Limit: 5, Delay: -1, Queued: 2, Remaining: 3, RetryAfter: 50 * ms, ResetAfter: 100 * ms}},
+			Result{Limit: 5, Delay: -1, Queued: 4, Remaining: 1, RetryAfter: 150 * ms, ResetAfter: 200 * ms}},
 		// T 200 ms, tau 2 s: 800 ms, the same 4 units served slower.
 		{"rate lowered to 5/s: the same units, served slower", t0 + 100*ms, ss(10, 5, 0), queue(10, 800*ms, 4, 800*ms)},
-		// The rejected call above stored 100 ms under T 50 ms, capacity 5;
+		// The rejected call above stored 200 ms under T 50 ms, capacity 5;
 		// the peek stored nothing.
-		{"TYPE sees a queue", t0 + 100*ms, keyReq(OpTTL, "q"), Result{Value: 100 * ms, Kind: KindShape}},
+		{"TYPE sees a queue", t0 + 100*ms, keyReq(OpTTL, "q"), Result{Value: 200 * ms, Kind: KindShape}},
 		{"RL.ALLOW on it is WRONGTYPE", t0 + 100*ms, scaledBucket(t, "q", 10, 10, 1), Result{Err: ErrWrongType}},
 	})
 }
@@ -257,7 +256,7 @@ func TestRescaleBounds(t *testing.T) {
 		{"debt above its tau is clamped", scaledState{now + MaxDuration, 1, 1}, 1, MaxDuration, now + MaxDuration},
 		{"tiny new tau", scaledState{now + MaxDuration, MaxDuration, 1}, 1, 1, now + 1},
 	} {
-		if got := rescale(now, &c.st, c.interval, c.limit); got != c.want {
+		if got := rescale(now, &c.st, c.interval, c.limit, false); got != c.want {
 			t.Errorf("%s: rescale = now%+d, want now%+d", c.name, got-now, c.want-now)
 		}
 	}

@@ -15,12 +15,15 @@ import "math/bits"
 // works on them).
 //
 // The rule: a request whose (Interval, Limit) differ from the stored ones
-// first rescales the state so that the fraction of the capacity in use is
-// kept, then decides as usual. With debt d = v - now (v the stored TAT or
-// schedule end, d > 0; a state with d <= 0 is empty and needs nothing),
+// first rescales the state, then decides as usual. A token bucket keeps
+// the fraction of its capacity in use; a queue (SHAPE) keeps the units it
+// holds, which are requests already admitted and waiting, and serves them
+// at the new rate. With debt d = v - now (v the stored TAT or schedule
+// end, d > 0; a state with d <= 0 is empty and needs nothing), and
 // tau = Limit*Interval:
 //
-//	d' = ceil(d * tau_new / tau_old)
+//	GCRA:  d' = ceil(d * tau_new / tau_old)
+//	SHAPE: d' = ceil(d * Interval_new / Interval_old)
 //
 // in 128-bit integers (a result above MaxDuration, possible only for a
 // state whose debt exceeds its own tau, is clamped to MaxDuration).
@@ -74,14 +77,18 @@ func (t *table) setKind(i int, k Kind) {
 }
 
 // rescale returns st's value as seen under interval and limit at now
-// (see the rule above).
-func rescale(now int64, st *scaledState, interval, limit int64) int64 {
-	if (st.interval == interval && st.limit == limit) || st.val <= now {
+// (see the rule above): keeping the units queued when queue is set (SHAPE),
+// the fraction of the capacity in use otherwise (GCRA).
+func rescale(now int64, st *scaledState, interval, limit int64, queue bool) int64 {
+	if (st.interval == interval && (queue || st.limit == limit)) || st.val <= now {
 		return st.val
 	}
 	d := uint64(st.val - now)
 	tauOld := uint64(st.limit * st.interval) // <= MaxDuration: checked when stored
 	tauNew := uint64(limit * interval)       // <= MaxDuration: Validate's bound
+	if queue {
+		tauOld, tauNew = uint64(st.interval), uint64(interval)
+	}
 	hi, lo := bits.Mul64(d, tauNew)
 	if hi >= tauOld {
 		return now + MaxDuration // the quotient would not fit 64 bits
@@ -115,7 +122,7 @@ func (s *shard) rescaleOnly(r *Request) {
 	}
 	st := &s.scaled.vals[sl.val]
 	if st.interval != r.Interval || st.limit != r.Limit {
-		*st = scaledState{val: rescale(s.now, st, r.Interval, r.Limit), interval: r.Interval, limit: r.Limit}
+		*st = scaledState{val: rescale(s.now, st, r.Interval, r.Limit, r.Op == OpShape), interval: r.Interval, limit: r.Limit}
 		s.dirty++
 	}
 }
@@ -191,7 +198,7 @@ func (s *shard) applyBucketScaled(k Kind, r *Request, out *Result,
 // above).
 func (s *shard) applyScaled(st *scaledState, r *Request, out *Result,
 	decide func(now, v int64, r *Request, out *Result) (int64, bool)) {
-	v := rescale(s.now, st, r.Interval, r.Limit)
+	v := rescale(s.now, st, r.Interval, r.Limit, r.Op == OpShape)
 	next, store := decide(s.now, v, r, out)
 	switch {
 	case store:
