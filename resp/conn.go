@@ -39,6 +39,7 @@ type conn struct {
 	maxQuery   int    // the largest a single pending command may grow
 	filled     bool   // the last read filled all the room it had
 	netIn      int    // bytes read not yet added to Stats.NetInputBytes
+	netOut     int    // bytes written not yet added to Stats.NetOutputBytes
 	closed     bool
 
 	// A command that has started to arrive must finish within
@@ -60,8 +61,20 @@ const (
 var errQueryBuffer = errors.New("query buffer limit")
 
 func newConn(nc net.Conn, maxQuery int) *conn {
-	return &conn{nc: nc, wr: redcon.NewWriter(nc), addr: nc.RemoteAddr().String(),
+	c := &conn{nc: nc, addr: nc.RemoteAddr().String(),
 		buf: make([]byte, firstChunk), maxQuery: maxQuery}
+	c.wr = redcon.NewWriter(countingWriter{c})
+	return c
+}
+
+// countingWriter writes replies to the connection and counts their bytes
+// (redcon's Writer.Buffer would copy the buffer to measure it).
+type countingWriter struct{ c *conn }
+
+func (w countingWriter) Write(p []byte) (int, error) {
+	n, err := w.c.nc.Write(p)
+	w.c.netOut += n
+	return n, err
 }
 
 // readPipeline returns the commands that are complete in the buffer,

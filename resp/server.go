@@ -268,8 +268,10 @@ func (s *Server) serveConn(c *conn) {
 			c.Close()
 			return
 		}
-		s.Stats.NetOutputBytes.Add(int64(len(c.wr.Buffer())))
-		if err := c.wr.Flush(); err != nil {
+		err = c.wr.Flush()
+		s.Stats.NetOutputBytes.Add(int64(c.netOut))
+		c.netOut = 0
+		if err != nil {
 			return
 		}
 	}
