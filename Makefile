@@ -55,3 +55,9 @@ clean:
 .PHONY: bench-compare
 bench-compare:
 	GO="$(GO)" bash bench/compare.sh
+
+# The replicated throughput (three local Raft nodes, fsync on) side by side
+# with standalone Redis + Lua (bench/cluster-compare.sh).
+.PHONY: bench-cluster
+bench-cluster:
+	bash bench/cluster-compare.sh
