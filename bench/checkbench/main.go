@@ -8,9 +8,8 @@
 //
 // -shards must be the server's --shards: the keys of each check are
 // chosen with engine.ShardOf so that they share a shard (mode same) or
-// are on different ones (mode cross). Hash-tagged keys ({user42}:login)
-// share a shard once the engine hashes only the tag; until then this
-// choice stands in for them. The policy has a huge capacity, so every
+// are on different ones (mode cross), as hash-tagged keys
+// ({user42}:login, {user42}:api) do in the same mode. The policy has a huge capacity, so every
 // check is allowed and charged (the expensive outcome). Closed loop:
 // -conns connections, each sending batches of -pipeline commands and
 // waiting for the replies.
