@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/policy"
 )
 
 // FuzzCommandArgs sends pipelines of commands with arbitrary arguments
@@ -81,6 +82,7 @@ var (
 
 func argsFuzzSetup() {
 	eng := engine.New(2) // lives as long as the fuzzing process
+	policies := policy.NewStore()
 	loose := GuardLimits{MaxBulkLen: 1 << 20, MaxArgs: 1024, MaxInlineLen: 64 << 10}
 	settings := map[string]string{"maxclients": "10000", "max-key-len": "16384", "port": "6379", "save": ""}
 	acl, err := ParseACL([]byte("user default on >pw ~* &* +@all\nuser app on >apppw ~k* +@ratelimit -rl.reset +ping\nuser off off nopass +@all\n"), "")
@@ -93,7 +95,7 @@ func argsFuzzSetup() {
 		{ACL: acl, PreAuthGuard: loose, Settings: settings},
 	} {
 		cfg.Version = "fuzz"
-		argsFuzzServers = append(argsFuzzServers, New(cfg, Standalone{Engine: eng}))
+		argsFuzzServers = append(argsFuzzServers, New(cfg, Standalone{Engine: eng, Policies: policies}))
 	}
 	for name := range commands {
 		argsFuzzNames = append(argsFuzzNames, name)
@@ -113,6 +115,7 @@ var argsFuzzValues = []string{
 	"schedule", "nosave", "save", "now", "force", "abort", "sync", "async", "type", "normal", "id",
 	"lib-name", "lib-ver", "help", "HELP", "rl.allow", "client|list", "get", "all", "everything",
 	"server", "memory", "count", "limit", "withscores",
+	"SET", "GET", "DEL", "LIST", "LOAD", "COST", "p", "q", "ALLOW", "THROTTLE", "FIXED", "SLIDING", "LOG", "SHAPE",
 	strings.Repeat("k", 9), strings.Repeat("k", 17<<10),
 }
 
@@ -356,6 +359,9 @@ func argsFuzzSeeds() [][]byte {
 		cmd("gcra", "k", "10", "1", "1e12", "TOKENS", "3"), cmd("gcra", "kx", "0", "1", "0.001", "tokens"))
 	add(0, cmd("rl.fixed", "k1", "10", "1000"), cmd("rl.sliding", "k1", "10", "1000", "2"), cmd("rl.log", "kx", "100001", "1000"),
 		cmd("rl.log", "kx", "100000", "1152921504606846976", "1"), cmd("rl.shape", "kx", "10", "0.1", "3"), cmd("type", "kx"), cmd("pttl", "kx"))
+	add(0, cmd("rl.policy", "set", "p", "ALLOW", "10", "1"), cmd("rl.policy", "set", "q", "shape", "3", "0.1"),
+		cmd("rl.check", "p", "k", "q", "k1"), cmd("rl.check", "COST", "0", "p", "k"), cmd("rl.check", "p", "k", "p", "k"),
+		cmd("rl.check", "p", "kx", "x", "k"), cmd("rl.policy", "del", "p"), cmd("rl.check", "p", "k"), cmd("rl.policy", "list"))
 	add(0, cmd("del", "k", "k1", "kx"), cmd("exists", "k"), cmd("ttl", "k"), cmd("unlink", "\x00"), cmd("rl.reset", "k"),
 		cmd("dbsize"), cmd("flushall", "async"), cmd("ping", "a b"), cmd("echo", "\r\n"))
 	add(0, cmd("hello", "3"), cmd("client", "list", "id", "1"), cmd("client", "info"), cmd("info", "everything"),
