@@ -60,18 +60,11 @@ func (n *Node) Evict(ctx context.Context, r engine.EvictRange) (int, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.CommitTimeout)
 	defer cancel()
-	f := n.raft.Apply(appendEvict(nil, time.Now().UnixNano(), r), n.cfg.CommitTimeout)
-	errc := make(chan error, 1)
-	go func() { errc <- f.Error() }()
-	select {
-	case err := <-errc:
-		if err := applyErr(err); err != nil {
-			return 0, err
-		}
-	case <-ctx.Done():
-		return 0, ErrUnknownOutcome
+	resp, err := n.applyWait(ctx, appendEvict(nil, time.Now().UnixNano(), r))
+	if err != nil {
+		return 0, err
 	}
-	if er, ok := f.Response().(*evictResult); ok {
+	if er, ok := resp.(*evictResult); ok {
 		return er.n, nil
 	}
 	return 0, nil

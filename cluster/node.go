@@ -402,20 +402,7 @@ func (n *Node) voters() int {
 // applied. Reads (RL.PEEK, cost 0, EXISTS, PTTL, TYPE) take the same path,
 // which makes them linearizable. It waits at most the commit timeout.
 func (n *Node) Do(ctx context.Context, reqs []engine.Request, res []engine.Result) error {
-	if len(reqs) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.CommitTimeout)
-	defer cancel()
-	// Encoding copies the keys, which alias the caller's buffers: after an
-	// early return nothing here reads them.
-	chunk := appendRequests2(make([]byte, 0, len(reqs)*40), reqs, nil)
-	all, off, err := n.submit(ctx, chunk, len(reqs), false)
-	if err != nil {
-		return err
-	}
-	copy(res[:len(reqs)], all[off:off+len(reqs)])
-	return nil
+	return n.DoPolicies(ctx, reqs, nil, res)
 }
 
 // Len counts live keys, through the log (linearizable).
@@ -457,18 +444,11 @@ func (n *Node) applySimpleOnce(ctx context.Context, cmd byte, localOnly bool) (i
 	case raft.Shutdown:
 		return 0, ErrShutdown
 	case raft.Leader:
-		f := n.raft.Apply(appendEntryHeader(nil, cmd, time.Now().UnixNano()), n.cfg.CommitTimeout)
-		errc := make(chan error, 1)
-		go func() { errc <- f.Error() }()
-		select {
-		case err := <-errc:
-			if err := applyErr(err); err != nil {
-				return 0, err
-			}
-		case <-ctx.Done():
-			return 0, ErrUnknownOutcome
+		resp, err := n.applyWait(ctx, appendEntryHeader(nil, cmd, time.Now().UnixNano()))
+		if err != nil {
+			return 0, err
 		}
-		if lr, ok := f.Response().(*lenResult); ok {
+		if lr, ok := resp.(*lenResult); ok {
 			return lr.n, nil
 		}
 		return 0, nil
@@ -616,4 +596,23 @@ func (n *Node) WaitLeader(ctx context.Context) error {
 			return n.notAppended()
 		}
 	}
+}
+
+// applyWait appends entry to the log (this node is the leader) and waits
+// for it to be applied, at most until ctx ends: then the outcome is
+// unknown, since the entry may still commit. It returns the FSM's
+// response.
+func (n *Node) applyWait(ctx context.Context, entry []byte) (any, error) {
+	f := n.raft.Apply(entry, n.cfg.CommitTimeout)
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }()
+	select {
+	case err := <-errc:
+		if err := applyErr(err); err != nil {
+			return nil, err
+		}
+	case <-ctx.Done():
+		return nil, ErrUnknownOutcome
+	}
+	return f.Response(), nil
 }

@@ -358,13 +358,16 @@ func (n *Node) ReplacePolicies(ctx context.Context, ps []*policy.Policy) error {
 }
 
 // DoPolicies is Do for a batch whose requests may name policies (see
-// resp.Policies): the names travel in the entry and the FSM resolves them.
+// resp.Policies; names may be nil): the names travel in the entry and the
+// FSM resolves them.
 func (n *Node) DoPolicies(ctx context.Context, reqs []engine.Request, names [][]byte, res []engine.Result) error {
 	if len(reqs) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.CommitTimeout)
 	defer cancel()
+	// Encoding copies the keys, which alias the caller's buffers: after an
+	// early return nothing here reads them.
 	chunk := appendRequests2(make([]byte, 0, len(reqs)*48), reqs, names)
 	all, off, err := n.submit(ctx, chunk, len(reqs), false)
 	if err != nil {
@@ -406,18 +409,11 @@ func (n *Node) applyPolicyOnce(ctx context.Context, body []byte, localOnly bool)
 	case raft.Leader:
 		buf := appendEntryHeader(make([]byte, 0, 12+len(body)), body[0], time.Now().UnixNano())
 		buf = append(buf, body[1:]...)
-		f := n.raft.Apply(buf, n.cfg.CommitTimeout)
-		errc := make(chan error, 1)
-		go func() { errc <- f.Error() }()
-		select {
-		case err := <-errc:
-			if err := applyErr(err); err != nil {
-				return 0, err
-			}
-		case <-ctx.Done():
-			return 0, ErrUnknownOutcome
+		resp, err := n.applyWait(ctx, buf)
+		if err != nil {
+			return 0, err
 		}
-		pr, ok := f.Response().(*policyResult)
+		pr, ok := resp.(*policyResult)
 		if !ok {
 			return 0, ErrUnknownOutcome
 		}
