@@ -573,9 +573,10 @@ func (c *Client) callerError(err error) error {
 }
 
 // transient reports whether an error reply is a server state rather than
-// an answer: the failure mode applies to these.
+// an answer: the failure mode applies to these. OOM is the server refusing
+// new keys above --maxmemory: the limiter cannot decide for this key now.
 func transient(msg string) bool {
-	for _, p := range []string{"CLUSTERDOWN", "TRYAGAIN", "LOADING", "MASTERDOWN", "UNKNOWN ", "BUSY ",
+	for _, p := range []string{"CLUSTERDOWN", "TRYAGAIN", "LOADING", "MASTERDOWN", "UNKNOWN ", "BUSY ", "OOM ",
 		"ERR server is shutting down", "ERR max number of clients reached"} {
 		if strings.HasPrefix(msg, p) {
 			return true
@@ -586,9 +587,10 @@ func transient(msg string) bool {
 
 // retryElsewhere reports whether another node may take a command this one
 // answered with a transient state. UNKNOWN means it may have been applied:
-// sending it again could charge twice.
+// sending it again could charge twice. OOM is the whole cluster's state
+// (every node forwards to the same leader).
 func retryElsewhere(msg string) bool {
-	return transient(msg) && !strings.HasPrefix(msg, "UNKNOWN ")
+	return transient(msg) && !strings.HasPrefix(msg, "UNKNOWN ") && !strings.HasPrefix(msg, "OOM ")
 }
 
 func isTimeout(err error) bool {

@@ -261,16 +261,17 @@ func TestPolicyValidationAndQuota(t *testing.T) {
 
 func TestTransientReplies(t *testing.T) {
 	for msg, want := range map[string]bool{
-		"CLUSTERDOWN no leader is known":    true,
-		"TRYAGAIN the command was not":      true,
-		"LOADING server is loading":         true,
-		"UNKNOWN outcome unknown: the":      true,
-		"ERR server is shutting down":       true,
-		"WRONGTYPE Operation against":       false,
-		"ERR value is not an integer":       false,
-		"NOAUTH Authentication required.":   false,
-		"ERR unknown policy 'x'":            false,
-		"ERR max number of clients reached": true,
+		"CLUSTERDOWN no leader is known":                          true,
+		"TRYAGAIN the command was not":                            true,
+		"LOADING server is loading":                               true,
+		"UNKNOWN outcome unknown: the":                            true,
+		"ERR server is shutting down":                             true,
+		"WRONGTYPE Operation against":                             false,
+		"ERR value is not an integer":                             false,
+		"NOAUTH Authentication required.":                         false,
+		"ERR unknown policy 'x'":                                  false,
+		"ERR max number of clients reached":                       true,
+		"OOM command not allowed when used memory > 'maxmemory'.": true,
 	} {
 		if transient(msg) != want {
 			t.Errorf("transient(%q) = %v", msg, !want)
@@ -278,5 +279,8 @@ func TestTransientReplies(t *testing.T) {
 	}
 	if retryElsewhere("UNKNOWN outcome unknown") || !retryElsewhere("CLUSTERDOWN x") {
 		t.Error("retryElsewhere: UNKNOWN may have been applied, CLUSTERDOWN was not")
+	}
+	if retryElsewhere("OOM command not allowed when used memory > 'maxmemory'.") {
+		t.Error("retryElsewhere: OOM is every node's state")
 	}
 }
