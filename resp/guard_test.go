@@ -499,3 +499,74 @@ func BenchmarkGuard(b *testing.B) {
 		}
 	})
 }
+
+// FuzzGuardPreAuth drives a connection restricted to the limits before
+// AUTH, which passes on one frame per Read and keeps the rest for the next
+// one: however the stream is split and whatever the reader's buffer size,
+// every frame before the offending one is passed on, nothing after it, and
+// the error line is the one the plain validator finds (in its
+// "unauthenticated" wording for a count or length over the limit).
+func FuzzGuardPreAuth(f *testing.F) {
+	for _, tc := range guardCases {
+		f.Add([]byte(tc.in), uint64(len(tc.in)))
+	}
+	f.Add([]byte("*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n*3\r\n$3\r\nGET\r\n"), uint64(7))
+	lim := GuardLimits{MaxBulkLen: 16, MaxArgs: 3, MaxInlineLen: 12}
+	f.Fuzz(func(t *testing.T, in []byte, seed uint64) {
+		r := rand.New(rand.NewPCG(seed, 5))
+		frame, line, _ := guardRun(lim, [][]byte{in})
+		line = strings.Replace(line, "invalid multibulk length", "unauthenticated multibulk length", 1)
+		line = strings.Replace(line, "invalid bulk length", "unauthenticated bulk length", 1)
+		for _, chunks := range guardSplits(in, r, 4) {
+			reads := make([]string, len(chunks))
+			for i, c := range chunks {
+				reads[i] = string(c)
+			}
+			fc := &guardStreamConn{guardFakeConn{reads: reads}}
+			g := &guardConn{Conn: fc, v: newGuardValidator(lim)}
+			g.restrict(lim)
+			var got []byte
+			for range 4*len(in) + 8 {
+				p := make([]byte, 1+r.IntN(len(in)+4))
+				n, err := g.Read(p)
+				got = append(got, p[:n]...)
+				if err != nil {
+					break
+				}
+			}
+			if !bytes.HasPrefix(in, got) || len(got) < frame {
+				t.Fatalf("split %q: passed %q, want a prefix of the input of at least %d bytes", chunks, got, frame)
+			}
+			wrote := fc.wrote.String()
+			if line == "" {
+				if len(got) != len(in) || wrote != "" {
+					t.Fatalf("split %q: passed %d of %d bytes, wrote %q", chunks, len(got), len(in), wrote)
+				}
+				continue
+			}
+			if !strings.Contains(line, "unauthenticated") && wrote != line {
+				// Over-limit texts depend on where the limit is crossed;
+				// other violations must match exactly.
+				t.Fatalf("split %q: wrote %q, want %q", chunks, wrote, line)
+			}
+			if wrote == "" {
+				t.Fatalf("split %q: no error line written (passed %q)", chunks, got)
+			}
+		}
+	})
+}
+
+// guardStreamConn is a guardFakeConn whose reads may take part of a scripted
+// read, leaving the rest for the next, as a socket does.
+type guardStreamConn struct{ guardFakeConn }
+
+func (c *guardStreamConn) Read(p []byte) (int, error) {
+	if len(c.reads) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.reads[0])
+	if c.reads[0] = c.reads[0][n:]; c.reads[0] == "" {
+		c.reads = c.reads[1:]
+	}
+	return n, nil
+}
