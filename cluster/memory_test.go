@@ -119,9 +119,24 @@ func TestClusterNoCreateAndEviction(t *testing.T) {
 	for i := range 300 {
 		do(t, c.nodes[i%3], allow(t, fmt.Sprintf("key-%03d", i), 1000, 1e-3, int64(1+i%97)))
 	}
-	if err := l.n.SetNoCreate(context.Background(), true); err != nil {
-		t.Fatal(err)
+	// Leadership may move on a loaded machine (the in-process timeouts are
+	// short): an operation refused as not-leader was not applied, so it is
+	// retried on the current leader.
+	onLeader := func(op func(*Node) error) {
+		t.Helper()
+		for range 50 {
+			l = c.leader()
+			err := op(l.n)
+			if err == nil {
+				return
+			}
+			if !errors.Is(err, errNotLeader) {
+				t.Fatal(err)
+			}
+		}
+		t.Fatal("no stable leader")
 	}
+	onLeader(func(n *Node) error { return n.SetNoCreate(context.Background(), true) })
 	for _, tn := range c.nodes {
 		if r := do(t, tn, allow(t, "fresh-"+tn.id, 10, 1, 1)); !errors.Is(r.Err, engine.ErrOOM) {
 			t.Fatalf("new key via %s in no-create mode: %+v", tn.id, r)
@@ -130,20 +145,18 @@ func TestClusterNoCreateAndEviction(t *testing.T) {
 			t.Fatalf("existing key via %s in no-create mode: %+v", tn.id, r)
 		}
 	}
-	if err := l.n.SetNoCreate(context.Background(), false); err != nil {
-		t.Fatal(err)
-	}
+	onLeader(func(n *Node) error { return n.SetNoCreate(context.Background(), false) })
 	if r := do(t, c.nodes[1], allow(t, "fresh-again", 10, 1, 1)); r.Err != nil || !r.Allowed {
 		t.Fatalf("new key after no-create mode: %+v", r)
 	}
 	total := 0
 	for round := range uint64(8) {
 		w := uint64(math.MaxUint64 / 8)
-		n, err := l.n.Evict(context.Background(), engine.EvictRange{From: round * w, To: round*w + w - 1, N: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		total += n
+		onLeader(func(nd *Node) error {
+			n, err := nd.Evict(context.Background(), engine.EvictRange{From: round * w, To: round*w + w - 1, N: 10})
+			total += n
+			return err
+		})
 	}
 	if total != 80 {
 		t.Fatalf("evicted %d keys in 8 rounds of 10, want 80", total)
