@@ -10,11 +10,17 @@ import (
 )
 
 // benchPipeline drives a real server over loopback: conns connections each
-// send pipelines of depth commands and read the replies. ns/op and
-// allocs/op are per command, server and client together (the client
-// allocates nothing per command).
-func benchPipeline(b *testing.B, conns, depth int, makeCmd func(i int) string) {
+// send pipelines of depth commands and read the replies, which take lines
+// CRLF-terminated lines per command (5 for RL.ALLOW's 4-integer array, 1
+// for PING). ns/op and allocs/op are per command, server and client
+// together (the client allocates nothing per command).
+func benchPipeline(b *testing.B, conns, depth, lines int, makeCmd func(i int) string) {
 	addr, _ := startServer(b, Config{})
+	benchPipelineAt(b, addr, conns, depth, lines, makeCmd)
+}
+
+// benchPipelineAt is benchPipeline against the server at addr.
+func benchPipelineAt(b *testing.B, addr string, conns, depth, lines int, makeCmd func(i int) string) {
 	var pipelines [][]byte
 	for p := range 64 {
 		var buf bytes.Buffer
@@ -32,19 +38,17 @@ func benchPipeline(b *testing.B, conns, depth int, makeCmd func(i int) string) {
 		defer c.Close()
 		clients[i] = c
 	}
-	// Measure one pipeline's reply size once so readers know how much to read.
 	replyLen := make([]int, len(pipelines))
+	buf := make([]byte, 1<<20)
 	for p, pl := range pipelines {
 		clients[0].Write(pl)
 		n := 0
-		buf := make([]byte, 1<<20)
-		for lines := 0; lines < countReplies(depth); {
+		for bytes.Count(buf[:n], []byte("\r\n")) < lines*depth {
 			m, err := clients[0].Read(buf[n:])
 			if err != nil {
 				b.Fatal(err)
 			}
 			n += m
-			lines = bytes.Count(buf[:n], []byte("\r\n"))
 		}
 		replyLen[p] = n
 	}
@@ -75,18 +79,12 @@ func benchPipeline(b *testing.B, conns, depth int, makeCmd func(i int) string) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(per*conns*depth), "ns/cmd")
 }
 
-// countReplies is the number of CRLF-terminated lines in depth replies of
-// the benchmarked command: 5 for RL.ALLOW's 4-integer array, 1 for PING.
-var countReplies func(depth int) int
-
 func BenchmarkPipelineAllow(b *testing.B) {
-	countReplies = func(d int) int { return 5 * d }
-	benchPipeline(b, 16, 32, func(i int) string {
+	benchPipeline(b, 16, 32, 5, func(i int) string {
 		return encode("RL.ALLOW", fmt.Sprintf("key:%012d", (i*7919)%100000), "100", "10", "1")
 	})
 }
 
 func BenchmarkPipelinePing(b *testing.B) {
-	countReplies = func(d int) int { return d }
-	benchPipeline(b, 16, 32, func(int) string { return encode("PING") })
+	benchPipeline(b, 16, 32, 1, func(int) string { return encode("PING") })
 }

@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -201,67 +199,6 @@ func BenchmarkPipelineCheck(b *testing.B) {
 			})
 		})
 	}
-}
-
-// benchPipelineAt is benchPipeline against the server at addr, whose
-// replies to one command take lines CRLF-terminated lines.
-func benchPipelineAt(b *testing.B, addr string, conns, depth, lines int, makeCmd func(i int) string) {
-	var pipelines [][]byte
-	for p := range 64 {
-		var buf bytes.Buffer
-		for i := range depth {
-			buf.WriteString(makeCmd(p*depth + i))
-		}
-		pipelines = append(pipelines, buf.Bytes())
-	}
-	clients := make([]net.Conn, conns)
-	for i := range clients {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		clients[i] = c
-	}
-	replyLen := make([]int, len(pipelines))
-	buf := make([]byte, 1<<20)
-	for p, pl := range pipelines {
-		clients[0].Write(pl)
-		n := 0
-		for bytes.Count(buf[:n], []byte("\r\n")) < lines*depth {
-			m, err := clients[0].Read(buf[n:])
-			if err != nil {
-				b.Fatal(err)
-			}
-			n += m
-		}
-		replyLen[p] = n
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	per := b.N/(conns*depth) + 1
-	for ci, c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, 1<<20)
-			for k := range per {
-				p := (ci + k) % len(pipelines)
-				if _, err := c.Write(pipelines[p]); err != nil {
-					b.Error(err)
-					return
-				}
-				if _, err := io.ReadFull(c, buf[:replyLen[p]]); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	b.StopTimer()
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(per*conns*depth), "ns/cmd")
 }
 
 // TestPolicyCommandCategories pins what an application user's

@@ -144,8 +144,7 @@ func TestLocalTopAggregates(t *testing.T) {
 // BenchmarkPipelineAllowAllowed is BenchmarkPipelineAllow with a rate so
 // high that every decision allows: the statistics' cost without denials.
 func BenchmarkPipelineAllowAllowed(b *testing.B) {
-	countReplies = func(d int) int { return 5 * d }
-	benchPipeline(b, 16, 32, func(i int) string {
+	benchPipeline(b, 16, 32, 5, func(i int) string {
 		return encode("RL.ALLOW", fmt.Sprintf("key:%012d", (i*7919)%100000), "100", "1e9", "1")
 	})
 }
