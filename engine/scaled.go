@@ -128,9 +128,11 @@ func (s *shard) rescaleOnly(r *Request) {
 }
 
 // applyBucket decides a GCRA (k = KindGCRA) or SHAPE (k = KindShape)
-// request that is not Scaled. Its state is one int64 (0 when the key is
-// missing): kept in the slot of a compact key, in s.scaled for a scaled
-// one. The compact path is exactly the plain algorithm's.
+// request. Its state is one int64 (0 when the key is missing): kept in the
+// slot of a compact key, in s.scaled for a scaled one. A request that is
+// not Scaled on a compact key is exactly the plain algorithm; a Scaled one
+// stores a new key, or a compact one (read as it is), scaled, with its
+// parameters, when it writes.
 func (s *shard) applyBucket(k Kind, r *Request, out *Result,
 	decide func(now, v int64, r *Request, out *Result) (int64, bool)) {
 	h := hashKey(r.Key)
@@ -153,44 +155,19 @@ func (s *shard) applyBucket(k Kind, r *Request, out *Result,
 		return
 	}
 	s.dirty++
-	if !ok {
-		i = s.insert(r.Key, h, k)
-	}
-	s.tab.slots[i].val = next
-}
-
-// applyBucketScaled is applyBucket for a Scaled request: a new key, or a
-// compact one (read as it is), is stored scaled, with the request's
-// parameters, when the request writes.
-func (s *shard) applyBucketScaled(k Kind, r *Request, out *Result,
-	decide func(now, v int64, r *Request, out *Result) (int64, bool)) {
-	h := hashKey(r.Key)
-	i, ok := s.lookup(r.Key, h)
-	var v int64
-	if ok {
-		sl := &s.tab.slots[i]
-		if kd := sl.kind(); kd != k {
-			if kd == k.scaledKind() {
-				s.applyScaled(&s.scaled.vals[sl.val], r, out, decide)
-			} else {
-				out.Err = ErrWrongType
-			}
-			return
+	switch {
+	case !r.Scaled:
+		if !ok {
+			i = s.insert(r.Key, h, k)
 		}
-		v = sl.val
-	}
-	next, store := decide(s.now, v, r, out)
-	if !store {
+		s.tab.slots[i].val = next
 		return
-	}
-	s.dirty++
-	st := scaledState{val: next, interval: r.Interval, limit: r.Limit}
-	if ok {
+	case ok:
 		s.tab.setKind(i, k.scaledKind())
-	} else {
+	default:
 		i = s.insert(r.Key, h, k.scaledKind()) // may renumber the slab: add after
 	}
-	s.tab.slots[i].val = s.scaled.add(st)
+	s.tab.slots[i].val = s.scaled.add(scaledState{val: next, interval: r.Interval, limit: r.Limit})
 }
 
 // applyScaled decides r on the live scaled state st: rescaled to r's

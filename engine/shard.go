@@ -233,11 +233,7 @@ func (s *shard) apply(r *Request, out *Result) {
 	}
 	switch r.Op {
 	case OpGCRA:
-		if r.Scaled {
-			s.applyBucketScaled(KindGCRA, r, out, gcra)
-		} else {
-			s.applyBucket(KindGCRA, r, out, gcra)
-		}
+		s.applyBucket(KindGCRA, r, out, gcra)
 	case OpFixed:
 		applyValue(s, KindFixed, &s.fixed, r, out, fixed)
 	case OpSliding:
@@ -245,11 +241,7 @@ func (s *shard) apply(r *Request, out *Result) {
 	case OpLog:
 		s.applyLog(r, out)
 	case OpShape:
-		if r.Scaled {
-			s.applyBucketScaled(KindShape, r, out, shape)
-		} else {
-			s.applyBucket(KindShape, r, out, shape)
-		}
+		s.applyBucket(KindShape, r, out, shape)
 	case OpDel:
 		if i, ok := s.lookup(r.Key, hashKey(r.Key)); ok {
 			s.remove(i)
