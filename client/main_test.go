@@ -7,32 +7,19 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"github.com/rlserver/rlserver/client/internal/rltest"
 )
 
 // serverBin is the rlserver binary built by TestMain.
 var serverBin string
 
-func TestMain(m *testing.M) {
-	bin, cleanup, err := rltest.Build()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	serverBin = bin
-	redis.SetLogger(quiet{})
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { rltest.Main(m, &serverBin) }
 
 // slow is a rate that refills nothing during a test (one token per
 // 1000 s); slack bounds how far countdowns move while a test runs.
@@ -41,12 +28,6 @@ const (
 	token = 1000 * time.Second
 	slack = 60 * time.Second
 )
-
-// quiet drops go-redis's own log lines (a failed dial per call while the
-// server is down).
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...any) {}
 
 // newClient returns a client with its own registry and no logs, closed
 // at cleanup.

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,31 +16,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"github.com/rlserver/rlserver/client"
 	"github.com/rlserver/rlserver/client/internal/rltest"
 )
 
 var serverBin string
 
-// quiet drops go-redis's own log lines (a failed dial per call while the
-// server is down).
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...any) {}
-
-func TestMain(m *testing.M) {
-	bin, cleanup, err := rltest.Build()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	serverBin = bin
-	redis.SetLogger(quiet{})
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { rltest.Main(m, &serverBin) }
 
 const (
 	slow  = 0.001 // one token per 1000 s: nothing refills during a test

@@ -1,5 +1,5 @@
 // Package rltest starts real rlserver processes for the client's tests:
-// Build compiles ./cmd/rlserver once (call it from TestMain), Start runs
+// Main (from TestMain) compiles ./cmd/rlserver once, Start runs
 // it on a free loopback port with a temporary data folder and waits until
 // that very process answers PING. Tests stop only the processes they
 // started: Kill (SIGKILL) and Stop (SIGSTOP) simulate a crash and a hung
@@ -8,6 +8,7 @@ package rltest
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -20,9 +21,32 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 const readyTimeout = 20 * time.Second
+
+// Main is a test package's TestMain: it builds rlserver, sets *bin to the
+// binary, silences go-redis's own logger (a failed dial per call while a
+// server is down), runs the tests, removes the build and exits with the
+// tests' code.
+func Main(m *testing.M, bin *string) {
+	b, cleanup, err := Build()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*bin = b
+	redis.SetLogger(quiet{})
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 // Build compiles cmd/rlserver into a new temporary folder and returns the
 // binary's path and a function removing the folder.
