@@ -63,7 +63,7 @@ const (
 
 // batchThrottle parses `key max_burst count_per_period period [quantity]`,
 // all integers, period in seconds, as redis-cell does.
-func batchThrottle(reqs []engine.Request, args [][]byte) ([]engine.Request, string) {
+func batchThrottle(_ *argMemo, reqs []engine.Request, args [][]byte) ([]engine.Request, string) {
 	if len(args) > 6 {
 		return reqs, errSyntax
 	}
@@ -92,7 +92,7 @@ func batchThrottle(reqs []engine.Request, args [][]byte) ([]engine.Request, stri
 
 // batchGCRA parses Redis 8.8's `key max_burst tokens_per_period period
 // [TOKENS n]` with its validation and error texts.
-func batchGCRA(reqs []engine.Request, args [][]byte) ([]engine.Request, string) {
+func batchGCRA(_ *argMemo, reqs []engine.Request, args [][]byte) ([]engine.Request, string) {
 	if len(args) > 7 {
 		return reqs, wrongArity("gcra")
 	}
@@ -141,8 +141,8 @@ func batchGCRA(reqs []engine.Request, args [][]byte) ([]engine.Request, string) 
 }
 
 // batchWindow parses `key limit window_ms [cost]` for the window algorithms.
-func batchWindow(build func(key []byte, limit, windowMs, cost int64) (engine.Request, error)) func([]engine.Request, [][]byte) ([]engine.Request, string) {
-	return func(reqs []engine.Request, args [][]byte) ([]engine.Request, string) {
+func batchWindow(build func(key []byte, limit, windowMs, cost int64) (engine.Request, error)) batchFunc {
+	return func(_ *argMemo, reqs []engine.Request, args [][]byte) ([]engine.Request, string) {
 		if len(args) > 5 {
 			return reqs, errSyntax
 		}

@@ -31,6 +31,7 @@ type client struct {
 	pending []pendingReply
 	st      connStats // the pipeline's command tally (stats.go)
 	sub     *command  // the subcommand a container just ran, for the tally
+	memo    argMemo   // the last limit arguments and what they built (limiter.go)
 
 	mu       sync.Mutex
 	userName string // user's name for CLIENT LIST ("default" when none)

@@ -180,9 +180,11 @@ func (c *conn) parse() [][][]byte {
 // It reports false when the frame is not complete yet.
 func (c *conn) parseMultibulk() bool {
 	b := c.buf[c.start:c.end]
-	n, i, ok := parseLine(b, 1)
+	n, i, ok := shortLine(b, 1)
 	if !ok {
-		return false
+		if n, i, ok = parseLine(b, 1); !ok {
+			return false
+		}
 	}
 	first := len(c.argv)
 	for range n {
@@ -190,7 +192,10 @@ func (c *conn) parseMultibulk() bool {
 			c.argv = c.argv[:first]
 			return false
 		}
-		size, next, ok := parseLine(b, i+1)
+		size, next, ok := shortLine(b, i+1)
+		if !ok {
+			size, next, ok = parseLine(b, i+1)
+		}
 		if !ok || size < 0 || size > len(b)-next-2 {
 			c.argv = c.argv[:first]
 			return false
@@ -203,6 +208,24 @@ func (c *conn) parseMultibulk() bool {
 		c.cmdEnds = append(c.cmdEnds, len(c.argv))
 	}
 	return true
+}
+
+// shortLine is parseLine's fast path for the usual header, one or two
+// digits and "\r\n" at b[from:]; ok false means "use parseLine".
+func shortLine(b []byte, from int) (n, next int, ok bool) {
+	if from+4 > len(b) {
+		return 0, 0, false
+	}
+	d0, d1 := b[from]-'0', b[from+1]-'0'
+	switch {
+	case d0 > 9:
+		return 0, 0, false
+	case b[from+1] == '\r' && b[from+2] == '\n':
+		return int(d0), from + 3, true
+	case d1 <= 9 && b[from+2] == '\r' && b[from+3] == '\n':
+		return int(d0)*10 + int(d1), from + 4, true
+	}
+	return 0, 0, false
 }
 
 // parseLine reads the decimal number in b[from:] up to CRLF and returns it

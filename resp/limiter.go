@@ -72,41 +72,83 @@ func init() {
 }
 
 // batchBucket parses `key capacity rate [cost]` (RL.ALLOW, RL.PEEK with
-// peek, RL.SHAPE) and builds the request with build.
-func batchBucket(build func(key []byte, capacity int64, ratePerSec float64, cost int64) (engine.Request, error), peek bool) func([]engine.Request, [][]byte) ([]engine.Request, string) {
-	return func(reqs []engine.Request, args [][]byte) ([]engine.Request, string) {
+// peek, RL.SHAPE) and builds the request with build. The connection's memo
+// holds what its last capacity and rate parsed to, for the callers that
+// send the same limit on every call.
+func batchBucket(build func(key []byte, capacity int64, ratePerSec float64, cost int64) (engine.Request, error), peek bool) batchFunc {
+	owner := new(byte) // identifies this command's entries in a memo
+	return func(m *argMemo, reqs []engine.Request, args [][]byte) ([]engine.Request, string) {
 		if len(args) > 5 {
 			return reqs, errSyntax
 		}
-		capacity, ok := parseInt(args[2])
-		if !ok {
-			return reqs, errNotInteger
-		}
-		rate, ok := parseFloat(args[3])
-		if !ok {
-			return reqs, errNotFloat
-		}
-		cost := int64(1)
+		cost, costOK := int64(1), true
 		if len(args) == 5 {
-			if cost, ok = parseInt(args[4]); !ok {
+			cost, costOK = parseInt(args[4])
+		}
+		var req engine.Request
+		if costOK && cost == 1 && m.holds(owner, args[2], args[3]) {
+			req = m.tmpl
+			req.Key = args[1]
+		} else {
+			capacity, ok := parseInt(args[2])
+			if !ok {
 				return reqs, errNotInteger
 			}
-		}
-		if math.IsNaN(rate) {
-			return reqs, errNotFloat
-		}
-		req, err := build(args[1], capacity, rate, cost)
-		if err != nil {
-			return reqs, engineErrorText(err)
+			rate, ok := parseFloat(args[3])
+			if !ok {
+				return reqs, errNotFloat
+			}
+			if !costOK {
+				return reqs, errNotInteger
+			}
+			if math.IsNaN(rate) {
+				return reqs, errNotFloat
+			}
+			var err error
+			if req, err = build(args[1], capacity, rate, cost); err != nil {
+				return reqs, engineErrorText(err)
+			}
+			if cost == 1 {
+				m.keep(owner, args[2], args[3], req)
+			}
 		}
 		req.ReadOnly = req.ReadOnly || peek
 		return append(reqs, req), ""
 	}
 }
 
+// argMemo is one connection's memory of the last limit arguments it sent
+// (a, b) and the request they built with cost 1 (tmpl, its key dropped).
+// Clients send the same limit on every call; parsing a float and deriving
+// an interval from it is then skipped. A limit that fails to build is not
+// kept.
+type argMemo struct {
+	owner *byte // the batch function that built tmpl
+	a, b  []byte
+	tmpl  engine.Request
+}
+
+// memoMaxArg bounds the bytes of an argument the memo copies.
+const memoMaxArg = 32
+
+func (m *argMemo) holds(owner *byte, a, b []byte) bool {
+	return m.owner == owner && string(m.a) == string(a) && string(m.b) == string(b)
+}
+
+func (m *argMemo) keep(owner *byte, a, b []byte, tmpl engine.Request) {
+	if len(a) > memoMaxArg || len(b) > memoMaxArg {
+		return
+	}
+	m.owner = owner
+	m.a = append(m.a[:0], a...)
+	m.b = append(m.b[:0], b...)
+	tmpl.Key = nil
+	m.tmpl = tmpl
+}
+
 // batchEachKey makes one request of op per key argument.
-func batchEachKey(op engine.Op) func([]engine.Request, [][]byte) ([]engine.Request, string) {
-	return func(reqs []engine.Request, args [][]byte) ([]engine.Request, string) {
+func batchEachKey(op engine.Op) batchFunc {
+	return func(_ *argMemo, reqs []engine.Request, args [][]byte) ([]engine.Request, string) {
 		for _, k := range args[1:] {
 			reqs = append(reqs, engine.Request{Op: op, Key: k})
 		}
@@ -117,15 +159,17 @@ func batchEachKey(op engine.Op) func([]engine.Request, [][]byte) ([]engine.Reque
 // renderDecisionMs writes [allowed, remaining, retry_after_ms, reset_after_ms].
 func renderDecisionMs(r *replier, res []engine.Result) (int64, int64) {
 	d := &res[0]
-	r.conn.WriteArray(4)
 	allowed := int64(0)
 	if d.Allowed {
 		allowed = 1
 	}
-	r.conn.WriteInt64(allowed)
-	r.conn.WriteInt64(d.Remaining)
-	r.conn.WriteInt64(ceilDiv(d.RetryAfter, msNanos))
-	r.conn.WriteInt64(ceilDiv(d.ResetAfter, msNanos))
+	b := append(r.scratch[:0], "*4\r\n"...)
+	b = appendIntReply(b, allowed)
+	b = appendIntReply(b, d.Remaining)
+	b = appendIntReply(b, ceilDiv(d.RetryAfter, msNanos))
+	b = appendIntReply(b, ceilDiv(d.ResetAfter, msNanos))
+	r.conn.WriteRaw(b)
+	r.scratch = b
 	return allowed, 1 - allowed
 }
 

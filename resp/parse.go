@@ -13,6 +13,19 @@ func str(b []byte) string {
 // parseInt parses a Redis integer argument: optional '-', decimal digits,
 // no spaces, within int64.
 func parseInt(b []byte) (int64, bool) {
+	// Fast path: up to 18 digits, no sign, cannot overflow.
+	if n := len(b); n > 0 && n <= 18 {
+		v := int64(0)
+		for _, c := range b {
+			d := c - '0'
+			if d > 9 {
+				goto slow
+			}
+			v = v*10 + int64(d)
+		}
+		return v, true
+	}
+slow:
 	if len(b) == 0 || len(b) > 20 || b[0] == '+' {
 		return 0, false
 	}

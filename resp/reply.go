@@ -16,6 +16,21 @@ type replier struct {
 	errs    *errorStats // counts them by code; nil: not counted
 }
 
+// appendIntReply appends the integer reply n (the same in RESP2 and
+// RESP3). Numbers below 100, most fields of a decision, skip strconv.
+func appendIntReply(b []byte, n int64) []byte {
+	b = append(b, ':')
+	switch {
+	case n >= 0 && n < 10:
+		b = append(b, byte('0'+n))
+	case n >= 10 && n < 100:
+		b = append(b, byte('0'+n/10), byte('0'+n%10))
+	default:
+		b = strconv.AppendInt(b, n, 10)
+	}
+	return append(b, '\r', '\n')
+}
+
 // error writes an error reply and counts it for INFO.
 func (r *replier) error(text string) {
 	r.errors++

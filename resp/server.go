@@ -413,7 +413,7 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 	if cmd.batch != nil {
 		first := len(c.reqs)
 		var errText string
-		c.reqs, errText = cmd.batch(c.reqs, args)
+		c.reqs, errText = cmd.batch(&c.memo, c.reqs, args)
 		if errText != "" {
 			c.reqs = c.reqs[:first]
 		}

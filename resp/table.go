@@ -5,6 +5,10 @@ import (
 )
 
 // command is one entry of the command table.
+// batchFunc appends a limiter command's requests to reqs, or returns its
+// error reply. m is the connection's memo of limit arguments (limiter.go).
+type batchFunc func(m *argMemo, reqs []engine.Request, args [][]byte) ([]engine.Request, string)
+
 type command struct {
 	name     string // lower case; "container|sub" for subcommands
 	arity    int    // Redis convention: n exact, -n at least n (name included)
@@ -27,7 +31,7 @@ type command struct {
 	// A limiter command appends its engine requests to reqs (or returns an
 	// error reply) and later renders the results; it reports how many
 	// decisions allowed and denied, for INFO.
-	batch  func(reqs []engine.Request, args [][]byte) ([]engine.Request, string)
+	batch  batchFunc
 	render func(r *replier, res []engine.Result) (allowed, denied int64)
 
 	// Any other command runs at once, after the pending batch is answered.
