@@ -54,7 +54,7 @@ func BenchmarkShardInsert(b *testing.B) {
 // goroutine hand-off), visited in a scattered order: keys=1k stays in
 // cache, keys=1M mostly misses it, as on a loaded server.
 func BenchmarkShardHit(b *testing.B) {
-	for _, n := range []int{1 << 10, 1 << 20} {
+	for _, n := range []int{1 << 10, 1 << 17, 1 << 20} {
 		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
 			keys := benchKeys21(n)
 			s := newShard(1)

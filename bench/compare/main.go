@@ -93,9 +93,12 @@ func main() {
 }
 
 // result is one redis-benchmark run: requests per second and latencies in
-// milliseconds, as its --csv output reports them.
+// milliseconds, as its --csv output reports them, and the CPU time per
+// request the server and redis-benchmark spent, in ns (srvNs is 0 where
+// the server's CPU time cannot be read).
 type result struct {
 	rps, p50, p99 float64
+	srvNs, cliNs  float64
 }
 
 // benchCase is one row group: the same load expressed for each server.
@@ -293,10 +296,12 @@ func redisBenchmark(ctx context.Context, cfg config, srv *server, pipeline, n in
 	// thousands of requests per second; a run far below that is a failure.
 	// (The whole run is bounded by -timeout as well.)
 	limit := min(60*time.Second+time.Duration(n/20_000)*time.Second, 3*time.Minute)
-	out, err := runTool(ctx, limit, cfg.redisBenchmark, args...)
+	srv0, srvOK := processCPU(srv.cmd.Process.Pid)
+	out, cli, err := runTool(ctx, limit, cfg.redisBenchmark, args...)
 	if err != nil {
 		return result{}, err
 	}
+	srv1, _ := processCPU(srv.cmd.Process.Pid)
 	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
 	if err != nil || len(rows) < 2 {
 		return result{}, fmt.Errorf("redis-benchmark printed no CSV result (%v):\n%s", err, out)
@@ -323,6 +328,10 @@ func redisBenchmark(ctx context.Context, cfg config, srv *server, pipeline, n in
 	}
 	if r.rps <= 0 {
 		return result{}, fmt.Errorf("redis-benchmark measured no requests:\n%s", out)
+	}
+	r.cliNs = float64(cli.Nanoseconds()) / float64(n)
+	if srvOK {
+		r.srvNs = float64((srv1 - srv0).Nanoseconds()) / float64(n)
 	}
 	return r, nil
 }
@@ -611,6 +620,7 @@ func printReport(cfg config, machine []string, loadStart, loadEnd string, cases 
 			row{label + ": req/s", commas(rl.rps), commas(redis.rps), ratio(rl.rps, redis.rps)},
 			row{label + ": p50 ms", fmt.Sprintf("%.3f", rl.p50), fmt.Sprintf("%.3f", redis.p50), ratio(rl.p50, redis.p50)},
 			row{label + ": p99 ms", fmt.Sprintf("%.3f", rl.p99), fmt.Sprintf("%.3f", redis.p99), ratio(rl.p99, redis.p99)},
+			row{label + ": CPU ns/req, server + client", cpuCell(rl), cpuCell(redis), ratio(rl.srvNs, redis.srvNs)},
 		)
 	}
 	if mem != nil {
@@ -646,7 +656,8 @@ func printReport(cfg config, machine []string, loadStart, loadEnd string, cases 
 		fmt.Printf("| %-*s | %*s | %*s | %*s |\n", w[0], r.label, w[1], r.rl, w[2], r.redis, w[3], r.ratio)
 	}
 	fmt.Println()
-	fmt.Println("rlserver/Redis: above 1 is better for req/s, below 1 for latency and memory.")
+	fmt.Println("rlserver/Redis: above 1 is better for req/s, below 1 for latency, CPU (the server's) and memory.")
+	fmt.Println("CPU ns/req: CPU time (user + system) of the server process and of redis-benchmark over the run, divided by its requests.")
 	if mem != nil {
 		fmt.Printf("memory: RSS growth over each process's baseline after start (rlserver VmRSS %.1f -> %.1f MiB, Redis used_memory_rss %.1f -> %.1f MiB); DBSIZE after loading: rlserver %d, Redis %d\n",
 			mib(mem.rlBase), mib(mem.rlAfter), mib(mem.redisBase), mib(mem.redisAfter), mem.rlDBSize, mem.redisDBSize)
@@ -700,6 +711,28 @@ func printReport(cfg config, machine []string, loadStart, loadEnd string, cases 
 	for _, t := range ts {
 		fmt.Printf("  %-52s %9s  %s\n", t.what, t.measured, t.want)
 	}
+	// What 75% asks of the server: at -P 32 the machine is close to
+	// CPU-bound, shared by the server and redis-benchmark, so the rate
+	// follows the CPU both spend per request. At the share of the CPUs
+	// the RL.ALLOW run used, 75% of PING's rate leaves the server the CPU
+	// per request printed here.
+	if p, a := p32[0], a32[0]; p.srvNs > 0 && a.srvNs > 0 {
+		cpus := float64(runtime.NumCPU())
+		busy := a.rps * (a.srvNs + a.cliNs) / 1e9 / cpus
+		need := busy*cpus*1e9/(0.75*p.rps) - a.cliNs
+		fmt.Println()
+		fmt.Printf("RL.ALLOW vs PING at -P 32, CPU per request: server %.0f vs %.0f ns, redis-benchmark %.0f vs %.0f ns.\n", a.srvNs, p.srvNs, a.cliNs, p.cliNs)
+		fmt.Printf("  The RL.ALLOW run kept %s of the %d CPUs busy; at that share, 75%% of PING's rate leaves rlserver %.0f ns per RL.ALLOW (it spent %.0f).\n",
+			pct(busy), runtime.NumCPU(), need, a.srvNs)
+	}
+}
+
+// cpuCell is a result's CPU per request as "server + client" in ns.
+func cpuCell(r result) string {
+	if r.srvNs == 0 {
+		return fmt.Sprintf("? + %.0f", r.cliNs)
+	}
+	return fmt.Sprintf("%.0f + %.0f", r.srvNs, r.cliNs)
 }
 
 func pct(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) }

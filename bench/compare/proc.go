@@ -160,7 +160,7 @@ func tail(path string) string {
 // runTool runs a short-lived tool (redis-benchmark) with a time limit and
 // returns its stdout. The process is killed when ctx ends or the limit
 // passes.
-func runTool(ctx context.Context, limit time.Duration, bin string, args ...string) (string, error) {
+func runTool(ctx context.Context, limit time.Duration, bin string, args ...string) (out string, cpu time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
@@ -168,15 +168,18 @@ func runTool(ctx context.Context, limit time.Duration, bin string, args ...strin
 	var stdout, stderr strings.Builder
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
-	err := cmd.Run()
+	err = cmd.Run()
 	if ctx.Err() != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return "", fmt.Errorf("%s %s: no result within %v", bin, strings.Join(args, " "), limit)
+			return "", 0, fmt.Errorf("%s %s: no result within %v", bin, strings.Join(args, " "), limit)
 		}
-		return "", ctx.Err()
+		return "", 0, ctx.Err()
 	}
 	if err != nil {
-		return "", fmt.Errorf("%s %s: %v\n%s%s", bin, strings.Join(args, " "), err, stdout.String(), stderr.String())
+		return "", 0, fmt.Errorf("%s %s: %v\n%s%s", bin, strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
-	return stdout.String(), nil
+	if ps := cmd.ProcessState; ps != nil {
+		cpu = ps.UserTime() + ps.SystemTime()
+	}
+	return stdout.String(), cpu, nil
 }
