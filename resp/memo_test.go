@@ -79,3 +79,13 @@ func TestAppendIntReply(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkAppendIntReply(b *testing.B) {
+	buf := make([]byte, 0, 64)
+	for b.Loop() {
+		buf = appendIntReply(buf[:0], 1)
+		buf = appendIntReply(buf, 99)
+		buf = appendIntReply(buf, 0)
+		buf = appendIntReply(buf, 9_999_000)
+	}
+}
