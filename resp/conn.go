@@ -42,6 +42,14 @@ type conn struct {
 	netOut     int    // bytes written not yet added to Stats.NetOutputBytes
 	closed     bool
 
+	// g is the guard in front of the socket, in lazy mode (guard.go):
+	// buf[:checked] has been validated, by the guard or by parseChecked;
+	// the bytes after it, when there are any, start at a frame boundary
+	// and have not. stop, when >= 0, is where a bad frame starts: nothing
+	// from there on is parsed.
+	g             *guardConn
+	checked, stop int
+
 	// A command that has started to arrive must finish within
 	// partialTimeout (0: no limit); an idle connection has no deadline.
 	partialTimeout time.Duration
@@ -62,7 +70,11 @@ var errQueryBuffer = errors.New("query buffer limit")
 
 func newConn(nc net.Conn, maxQuery int) *conn {
 	c := &conn{nc: nc, addr: nc.RemoteAddr().String(),
-		buf: make([]byte, firstChunk), maxQuery: maxQuery}
+		buf: make([]byte, firstChunk), maxQuery: maxQuery, stop: -1}
+	if g, ok := nc.(*guardConn); ok {
+		g.lazy = true
+		c.g = g
+	}
 	c.wr = redcon.NewWriter(countingWriter{c})
 	return c
 }
@@ -95,8 +107,21 @@ func (c *conn) readPipeline() ([][][]byte, error) {
 // fill reads more bytes, first moving the unparsed tail to the front and
 // growing the buffer when a single command needs more room.
 func (c *conn) fill() error {
+	if c.stop >= 0 && c.start >= c.stop {
+		// A bad frame is next: the guard writes its error line and
+		// ends the stream.
+		_, err := c.nc.Read(nil)
+		if err == nil {
+			err = io.ErrNoProgress
+		}
+		return err
+	}
 	if c.start > 0 {
 		n := copy(c.buf, c.buf[c.start:c.end])
+		c.checked -= c.start
+		if c.stop >= 0 {
+			c.stop -= c.start
+		}
 		c.start, c.end = 0, n
 	}
 	grow := 0
@@ -118,6 +143,9 @@ func (c *conn) fill() error {
 	n, err := c.nc.Read(c.buf[c.end:])
 	c.filled = n == len(c.buf)-c.end
 	c.end += n
+	if c.g == nil || !c.g.raw {
+		c.checked = c.end
+	}
 	c.netIn += n
 	if n > 0 {
 		return nil
@@ -153,7 +181,27 @@ func (c *conn) parse() [][][]byte {
 	c.argv = c.argv[:0]
 	c.cmdEnds = c.cmdEnds[:0]
 	c.inline = c.inline[:0]
-	for c.start < c.end {
+	end := c.end
+	for c.start < end {
+		if c.stop >= 0 {
+			end = c.stop
+			if c.start >= end {
+				break
+			}
+		}
+		if c.start >= c.checked && c.g != nil {
+			if c.parseChecked() {
+				c.checked = c.start
+				continue
+			}
+			// A frame parseChecked does not vouch for (incomplete,
+			// inline, unusual or bad): the guard validates the rest.
+			if ok := c.g.check(c.buf[c.checked:c.end]); ok < c.end-c.checked {
+				c.stop = c.checked + ok
+			}
+			c.checked = c.end
+			continue
+		}
 		var ok bool
 		if c.buf[c.start] == '*' {
 			ok = c.parseMultibulk()
@@ -179,7 +227,7 @@ func (c *conn) parse() [][][]byte {
 // parseMultibulk parses `*N\r\n` and N `$len\r\nbytes\r\n` at c.start.
 // It reports false when the frame is not complete yet.
 func (c *conn) parseMultibulk() bool {
-	b := c.buf[c.start:c.end]
+	b := c.buf[c.start:c.parseEnd()]
 	n, i, ok := shortLine(b, 1)
 	if !ok {
 		if n, i, ok = parseLine(b, 1); !ok {
@@ -208,6 +256,71 @@ func (c *conn) parseMultibulk() bool {
 		c.cmdEnds = append(c.cmdEnds, len(c.argv))
 	}
 	return true
+}
+
+// parseEnd is where parsing stops: the end of the bytes read, or the
+// start of a bad frame.
+func (c *conn) parseEnd() int {
+	if c.stop >= 0 {
+		return c.stop
+	}
+	return c.end
+}
+
+// parseChecked parses the multibulk frame at c.start, not yet validated,
+// if it is complete and plainly within the guard's limits: a count of 1
+// or more and bulk lengths in canonical form (no sign, no leading zero)
+// within the limits, each bulk followed by "\r\n". Any such frame is
+// one the guard accepts. It reports false, having parsed nothing, for
+// anything else, which the guard then judges.
+func (c *conn) parseChecked() bool {
+	v := c.g.limits()
+	b := c.buf[c.start:c.end]
+	if len(b) < 4 || b[0] != '*' || b[1] == '0' {
+		return false
+	}
+	n, i, ok := checkedLine(b, 1, v.maxArgs)
+	if !ok {
+		return false
+	}
+	first := len(c.argv)
+	for range n {
+		if i >= len(b) || b[i] != '$' {
+			c.argv = c.argv[:first]
+			return false
+		}
+		size, next, ok := checkedLine(b, i+1, v.maxBulk)
+		end := next + int(size) // size <= 2^40: no overflow
+		if !ok || end+2 > len(b) || b[end] != '\r' || b[end+1] != '\n' {
+			c.argv = c.argv[:first]
+			return false
+		}
+		c.argv = append(c.argv, b[next:end:end])
+		i = end + 2
+	}
+	c.start += i
+	c.cmdEnds = append(c.cmdEnds, len(c.argv))
+	return true
+}
+
+// checkedLine reads a number in canonical form ("0", or no leading zero)
+// of up to 12 digits at b[from:], at most lim, and the "\r\n" after it;
+// it returns the number and the index after the line. (Limits are at most
+// 2^40, 13 digits: a longer number is left to the guard, as is anything
+// else.)
+func checkedLine(b []byte, from int, lim uint64) (n uint64, next int, ok bool) {
+	i := from
+	for ; i < len(b) && i-from < 12; i++ {
+		d := b[i] - '0'
+		if d > 9 {
+			break
+		}
+		n = n*10 + uint64(d)
+	}
+	if i == from || (b[from] == '0' && i > from+1) || n > lim || i+1 >= len(b) || b[i] != '\r' || b[i+1] != '\n' {
+		return 0, 0, false
+	}
+	return n, i + 2, true
 }
 
 // shortLine is parseLine's fast path for the usual header, one or two
@@ -266,7 +379,7 @@ func parseLine(b []byte, from int) (n, next int, ok bool) {
 // quoting rules: "double quotes" with \n \r \t \b \a \\ \" \xHH escapes,
 // 'single quotes' with \' only. An empty line is skipped.
 func (c *conn) parseInline() bool {
-	b := c.buf[c.start:c.end]
+	b := c.buf[c.start:c.parseEnd()]
 	nl := bytes.IndexByte(b, '\n')
 	if nl < 0 {
 		return false

@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tidwall/redcon"
@@ -42,9 +43,9 @@ func FuzzConnReader(f *testing.F) {
 
 		// Unguarded.
 		for _, maxQuery := range []int{1 << 20, readChunk + 1 + int(seed%4096)} {
-			want, wantErr := connFuzzRead(nil, maxQuery, splits[0])
+			want, wantErr := connFuzzRead(maxQuery, splits[0])
 			for _, chunks := range splits[1:] {
-				got, err := connFuzzRead(nil, maxQuery, chunks)
+				got, err := connFuzzRead(maxQuery, chunks)
 				if !slices.Equal(got, want) || !sameErr(err, wantErr) {
 					t.Fatalf("maxQuery %d, %d chunks: %q, %v\nwhole stream: %q, %v", maxQuery, len(chunks), got, err, want, wantErr)
 				}
@@ -59,13 +60,27 @@ func FuzzConnReader(f *testing.F) {
 			passed = len(in)
 		}
 		want := connFuzzReference(t, in[:passed])
+		var wantWrote string
+		if bad != guardOK {
+			wantWrote = string(guardErrLine(bad, v.got))
+		}
 		for _, chunks := range splits {
-			got, err := connFuzzRead(&lim, 1<<20, chunks)
-			if err != io.EOF {
-				t.Fatalf("%d chunks: stream ended with %v, want io.EOF", len(chunks), err)
-			}
-			if !slices.Equal(got, want) {
-				t.Fatalf("%d chunks of %q:\ngot  %q\nwant %q", len(chunks), in, got, want)
+			// Behind a guard that validates every read (before AUTH's
+			// limits apply, as the fuzz limits are set directly), and
+			// behind one in lazy mode, following live limits, where the
+			// reader validates the frames it can and hands the guard the
+			// rest: the same commands, the same error line, then io.EOF.
+			for _, lazy := range []bool{false, true} {
+				got, wrote, err := connFuzzReadGuarded(lim, lazy, chunks)
+				if err != io.EOF {
+					t.Fatalf("lazy %v, %d chunks: stream ended with %v, want io.EOF", lazy, len(chunks), err)
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("lazy %v, %d chunks of %q:\ngot  %q\nwant %q", lazy, len(chunks), in, got, want)
+				}
+				if wrote != wantWrote {
+					t.Fatalf("lazy %v, %d chunks of %q: wrote %q, want %q", lazy, len(chunks), in, wrote, wantWrote)
+				}
 			}
 		}
 	})
@@ -143,23 +158,45 @@ func (c *connFuzzConn) Read(p []byte) (int, error) {
 func (c *connFuzzConn) Write(p []byte) (int, error) { return c.wrote.Write(p) }
 func (c *connFuzzConn) RemoteAddr() net.Addr        { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
 
-// connFuzzRead runs the reader over chunks, behind a guard with lim when
-// lim is not nil, and returns every command it parsed, rendered, and the
-// error that ended the stream.
-func connFuzzRead(lim *GuardLimits, maxQuery int, chunks [][]byte) ([]string, error) {
-	// The reader must not rely on the chunks staying unchanged, nor change
-	// them: copy.
+// connFuzzRead runs the reader over chunks, unguarded, and returns every
+// command it parsed, rendered, and the error that ended the stream.
+func connFuzzRead(maxQuery int, chunks [][]byte) ([]string, error) {
+	fake := connFuzzSource(chunks)
+	return connFuzzDrain(newConn(fake, maxQuery))
+}
+
+// connFuzzReadGuarded runs the reader over chunks behind a guard with
+// lim, lazy (following live limits, which hold lim) or not, and returns
+// the commands it parsed, what the guard wrote to the client and the error
+// that ended the stream.
+func connFuzzReadGuarded(lim GuardLimits, lazy bool, chunks [][]byte) ([]string, string, error) {
+	fake := connFuzzSource(chunks)
+	g := &guardConn{Conn: fake, v: newGuardValidator(lim)}
+	if lazy {
+		var live atomic.Pointer[GuardLimits]
+		live.Store(&lim)
+		g.follow(&live)
+	}
+	out, err := connFuzzDrain(newConn(g, 1<<20))
+	return out, fake.wrote.String(), err
+}
+
+// connFuzzSource is a connection that reads chunks, one per Read at most.
+// The reader must not rely on the chunks staying unchanged, nor change
+// them: they are copied.
+func connFuzzSource(chunks [][]byte) *connFuzzConn {
 	fake := &connFuzzConn{}
 	for _, c := range chunks {
 		if len(c) > 0 { // a socket never reads 0 bytes without an error
 			fake.chunks = append(fake.chunks, slices.Clone(c))
 		}
 	}
-	var nc net.Conn = fake
-	if lim != nil {
-		nc = &guardConn{Conn: fake, v: newGuardValidator(*lim)}
-	}
-	c := newConn(nc, maxQuery)
+	return fake
+}
+
+// connFuzzDrain reads pipelines until an error and returns the commands,
+// rendered, and the error.
+func connFuzzDrain(c *conn) ([]string, error) {
 	var out []string
 	for range 1 << 20 {
 		cmds, err := c.readPipeline()
@@ -222,7 +259,7 @@ func connFuzzReference(t *testing.T, b []byte) []string {
 			continue // a blank line is no command
 		}
 		if bytes.ContainsAny(line, "\"'\t") {
-			got, _ := connFuzzRead(nil, 1<<20, [][]byte{frame})
+			got, _ := connFuzzRead(1<<20, [][]byte{frame})
 			if len(got) != 1 {
 				t.Fatalf("inline line %q alone: %q, want one command", frame, got)
 			}

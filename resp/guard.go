@@ -98,6 +98,14 @@ type guardConn struct {
 	// that came with them.
 	pending []byte
 	pendErr error
+
+	// lazy is set by the connection reader (conn.go) that validates what
+	// it parses. Then, once the limits follow the live ones and the stream
+	// is at a frame boundary, Read passes bytes on unchecked (raw reports
+	// that the last Read did) and the reader vouches for the frames it can
+	// check itself, handing the guard the rest (check). A frame is thus
+	// scanned once instead of twice.
+	lazy, raw bool
 }
 
 // Read reads from the real connection into p and validates what it read.
@@ -127,13 +135,13 @@ func (c *guardConn) Read(p []byte) (int, error) {
 		default:
 			n, err = c.Conn.Read(p)
 		}
+		c.raw = false
 		if n > 0 {
-			if c.live != nil {
-				if l := c.live.Load(); l != c.cur {
-					c.cur = l
-					c.v.setLimits(*l)
-				}
+			if c.lazy && c.live != nil && c.v.state == gsFrame && len(c.pending) == 0 && c.pendErr == nil {
+				c.raw = true
+				return n, err
 			}
+			c.followLimits()
 			ok, bad := c.v.feed(p[:n])
 			if bad == guardOK {
 				if ok < n { // before AUTH: keep the rest for the next Read
@@ -157,6 +165,47 @@ func (c *guardConn) Read(p []byte) (int, error) {
 			return 0, err
 		}
 	}
+}
+
+// followLimits applies the live limits if they changed.
+func (c *guardConn) followLimits() {
+	if c.live != nil {
+		if l := c.live.Load(); l != c.cur {
+			c.cur = l
+			c.v.setLimits(*l)
+		}
+	}
+}
+
+// limits are the limits in force (lazy mode reads them for every frame
+// it checks itself).
+func (c *guardConn) limits() *guardValidator {
+	c.followLimits()
+	return &c.v
+}
+
+// check validates b, the bytes of the stream that follow what the guard
+// and the reader have checked, when the reader cannot vouch for the frame
+// at its start. It returns how many bytes precede the first bad frame (all
+// of b when there is none); after a violation the next Read writes the
+// error line and reports io.EOF.
+func (c *guardConn) check(b []byte) int {
+	if c.bad != guardOK {
+		return 0
+	}
+	c.followLimits()
+	// feed stops after each frame before AUTH; the reader only hands
+	// over bytes read in lazy mode, after AUTH, but all of b is checked
+	// either way.
+	for at := 0; at < len(b); {
+		ok, bad := c.v.feed(b[at:])
+		if bad != guardOK {
+			c.bad = bad
+			return at + ok
+		}
+		at += ok
+	}
+	return len(b)
 }
 
 // restrict applies lim (normalized) from the next byte on: tighter limits
