@@ -23,9 +23,12 @@ import (
 //     that ends the stream, do not depend on how the stream was split. This
 //     runs with a roomy query buffer and with a tiny one, so growth and
 //     errQueryBuffer are covered too.
-//   - Guarded, as the server runs it: the guard passes the bytes before the
+//   - Guarded, as the server runs it, before AUTH (the guard validates
+//     every read) and after (lazy: the reader validates the plain frames
+//     and hands the guard the rest): the guard passes the bytes before the
 //     first bad frame; the reader returns exactly one command per complete
-//     frame among them (none for *0, *-1 and blank inline lines), ends with
+//     frame among them (none for *0, *-1 and blank inline lines), the
+//     guard writes the same error line in both modes, the stream ends with
 //     io.EOF, and each multibulk command is what redcon.Parse makes of that
 //     frame alone. Plain inline lines (no quotes, no tabs) must also agree
 //     with redcon, whose quoting rules differ from Redis's and so are not
@@ -112,6 +115,15 @@ var connFuzzSeeds = []string{
 	"$5\r\nhello\r\n",
 	"\x00\xff\r\n*\r\n",
 	"*1\r\n$64\r\n0123456789012345678901234567890123456789012345678901234567890123\r\n",
+	// Complete frames just past each limit (connFuzzLimits), after a good
+	// one: the lazy reader must hand them to the guard, not accept them.
+	"*1\r\n$1\r\na\r\n*1\r\n$65\r\n01234567890123456789012345678901234567890123456789012345678901234\r\n",
+	"*1\r\n$1\r\na\r\n*9\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n",
+	"*1\r\n$1\r\na\r\n*1\r\n$00\r\n\r\n",
+	"*1\r\n$1\r\na\r\n*1\r\n$1\r\nab\r\n",
+	"*1\r\n$1\r\na\r\n*1\r\n$1\r\na\n\r*1\r\n$1\r\na\r\n",
+	"*1\r\n$1\r\na\r\n*1\r\n:1\r\na\r\n",
+	"*1\r\n$1\r\na\r\n*8\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n",
 }
 
 // connFuzzSplits cuts in as one chunk, one byte per chunk, and a few random
