@@ -165,6 +165,15 @@ func run(ctx context.Context, cfg config) error {
 			results[i][j] = r
 		}
 	}
+	// A reference for the RL.ALLOW / PING target: how close Redis's own
+	// simplest native write on the same keys comes to Redis's PING.
+	fmt.Fprintf(os.Stderr, "compare: %-22s -P %-2d on %-8s ", "INCRBY, random keys", 32, redis.name)
+	incr, n, err := benchmark(ctx, cfg, redis, 32, []string{"INCRBY", "incr:__rand_int__", "1"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr)
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "%10.0f req/s  p50 %.3f ms  p99 %.3f ms  (-n %d)\n", incr.rps, incr.p50, incr.p99, n)
 	rl.stop()
 	redis.stop()
 
@@ -183,7 +192,7 @@ func run(ctx context.Context, cfg config) error {
 		redis.stop()
 	}
 
-	printReport(cfg, machine, loadStart, loadAvg(), cases, results, mem, sha)
+	printReport(cfg, machine, loadStart, loadAvg(), cases, results, incr, mem, sha)
 	return nil
 }
 
@@ -604,7 +613,7 @@ func loadAvg() string {
 
 // printReport prints the table (Markdown, so it pastes into the README)
 // and the targets as measured.
-func printReport(cfg config, machine []string, loadStart, loadEnd string, cases []benchCase, res [][2]result, mem *memResult, sha string) {
+func printReport(cfg config, machine []string, loadStart, loadEnd string, cases []benchCase, res [][2]result, incr result, mem *memResult, sha string) {
 	type row struct{ label, rl, redis, ratio string }
 	var rows []row
 	ratio := func(a, b float64) string {
@@ -724,6 +733,10 @@ func printReport(cfg config, machine []string, loadStart, loadEnd string, cases 
 		fmt.Printf("RL.ALLOW vs PING at -P 32, CPU per request: server %.0f vs %.0f ns, redis-benchmark %.0f vs %.0f ns.\n", a.srvNs, p.srvNs, a.cliNs, p.cliNs)
 		fmt.Printf("  The RL.ALLOW run kept %s of the %d CPUs busy; at that share, 75%% of PING's rate leaves rlserver %.0f ns per RL.ALLOW (it spent %.0f).\n",
 			pct(busy), runtime.NumCPU(), need, a.srvNs)
+	}
+	if p := p32[1]; p.rps > 0 && incr.rps > 0 {
+		fmt.Printf("Reference: Redis's native INCRBY on the same random keys, -P 32: %s req/s, %s of Redis's own PING rate\n", commas(incr.rps), pct(incr.rps/p.rps))
+		fmt.Printf("  (CPU ns/req, server + client: %s); rlserver's RL.ALLOW runs at %s of rlserver's PING.\n", cpuCell(incr), pct(a32[0].rps/p32[0].rps))
 	}
 }
 
