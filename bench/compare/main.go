@@ -15,7 +15,10 @@
 //     PING, RL.ALLOW on random keys against EVALSHA on the same keys, and
 //     both on one hot key, at -P 1 and -P 32. Each case gets a short
 //     warm-up run, whose rate sizes the measured run (-n) to about -seconds,
-//     so both servers are measured for about the same time.
+//     so both servers are measured for about the same time. Each run also
+//     records the CPU time of the server (from /proc) and of redis-benchmark
+//     (its rusage) per request. Last, Redis's native INCRBY on the same
+//     random keys at -P 32, as a reference for the RL.ALLOW / PING target.
 //  2. Memory: fresh processes, baseline RSS, -mem-keys token-bucket keys of
 //     21 bytes loaded through pipelines, RSS again (INFO used_memory_rss for
 //     Redis, VmRSS for rlserver); the growth divided by the key count.
