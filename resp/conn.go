@@ -181,6 +181,10 @@ func (c *conn) parse() [][][]byte {
 	c.argv = c.argv[:0]
 	c.cmdEnds = c.cmdEnds[:0]
 	c.inline = c.inline[:0]
+	var lim *guardValidator // the guard's limits, read once per batch
+	if c.g != nil && c.checked < c.end {
+		lim = c.g.limits()
+	}
 	end := c.end
 	for c.start < end {
 		if c.stop >= 0 {
@@ -189,8 +193,8 @@ func (c *conn) parse() [][][]byte {
 				break
 			}
 		}
-		if c.start >= c.checked && c.g != nil {
-			if c.parseChecked() {
+		if c.start >= c.checked && lim != nil {
+			if c.parseChecked(lim) {
 				c.checked = c.start
 				continue
 			}
@@ -268,13 +272,12 @@ func (c *conn) parseEnd() int {
 }
 
 // parseChecked parses the multibulk frame at c.start, not yet validated,
-// if it is complete and plainly within the guard's limits: a count of 1
+// if it is complete and plainly within the guard's limits (v's): a count of 1
 // or more and bulk lengths in canonical form (no sign, no leading zero)
 // within the limits, each bulk followed by "\r\n". Any such frame is
 // one the guard accepts. It reports false, having parsed nothing, for
 // anything else, which the guard then judges.
-func (c *conn) parseChecked() bool {
-	v := c.g.limits()
+func (c *conn) parseChecked(v *guardValidator) bool {
 	b := c.buf[c.start:c.end]
 	if len(b) < 4 || b[0] != '*' || b[1] == '0' {
 		return false
