@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/engine"
-	"github.com/tidwall/redcon"
 )
 
 // client is one connection's state. Its fields are touched only by the
@@ -52,7 +51,7 @@ type pendingReply struct {
 	errText string
 }
 
-func newClient(id int64, conn redcon.Conn) *client {
+func newClient(id int64, conn *conn) *client {
 	c := &client{id: id, addr: conn.RemoteAddr(), created: time.Now(), resp: 2, userName: "default"}
 	if nc := conn.NetConn(); nc != nil {
 		c.laddr = nc.LocalAddr().String()

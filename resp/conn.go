@@ -28,7 +28,6 @@ type conn struct {
 	nc   net.Conn
 	wr   *redcon.Writer
 	addr string
-	ctx  any
 
 	buf        []byte // bytes read; buf[start:end] not yet parsed
 	start, end int
@@ -516,28 +515,19 @@ func unhex(b byte) byte {
 	return b - 'A' + 10
 }
 
-// The redcon.Conn methods the command handlers use.
+// What the command handlers write replies with (redcon's Writer underneath).
 
-func (c *conn) RemoteAddr() string                 { return c.addr }
-func (c *conn) Context() any                       { return c.ctx }
-func (c *conn) SetContext(v any)                   { c.ctx = v }
-func (c *conn) SetReadBuffer(int)                  {}
-func (c *conn) NetConn() net.Conn                  { return c.nc }
-func (c *conn) WriteError(msg string)              { c.wr.WriteError(msg) }
-func (c *conn) WriteString(s string)               { c.wr.WriteString(s) }
-func (c *conn) WriteBulk(b []byte)                 { c.wr.WriteBulk(b) }
-func (c *conn) WriteBulkString(s string)           { c.wr.WriteBulkString(s) }
-func (c *conn) WriteInt(n int)                     { c.wr.WriteInt(n) }
-func (c *conn) WriteInt64(n int64)                 { c.wr.WriteInt64(n) }
-func (c *conn) WriteUint64(n uint64)               { c.wr.WriteUint64(n) }
-func (c *conn) WriteArray(n int)                   { c.wr.WriteArray(n) }
-func (c *conn) WriteNull()                         { c.wr.WriteNull() }
-func (c *conn) WriteRaw(b []byte)                  { c.wr.WriteRaw(b) }
-func (c *conn) WriteAny(v any)                     { c.wr.WriteAny(v) }
-func (c *conn) WriteBulkFrom(n int64, r io.Reader) { c.wr.WriteBulkFrom(n, r) }
-func (c *conn) ReadPipeline() []redcon.Command     { return nil }
-func (c *conn) PeekPipeline() []redcon.Command     { return nil }
-func (c *conn) Detach() redcon.DetachedConn        { panic("resp: Detach is not supported") }
+func (c *conn) RemoteAddr() string       { return c.addr }
+func (c *conn) NetConn() net.Conn        { return c.nc }
+func (c *conn) WriteError(msg string)    { c.wr.WriteError(msg) }
+func (c *conn) WriteString(s string)     { c.wr.WriteString(s) }
+func (c *conn) WriteBulk(b []byte)       { c.wr.WriteBulk(b) }
+func (c *conn) WriteBulkString(s string) { c.wr.WriteBulkString(s) }
+func (c *conn) WriteInt(n int)           { c.wr.WriteInt(n) }
+func (c *conn) WriteInt64(n int64)       { c.wr.WriteInt64(n) }
+func (c *conn) WriteArray(n int)         { c.wr.WriteArray(n) }
+func (c *conn) WriteNull()               { c.wr.WriteNull() }
+func (c *conn) WriteRaw(b []byte)        { c.wr.WriteRaw(b) }
 
 // Close flushes pending replies and closes the connection.
 func (c *conn) Close() error {

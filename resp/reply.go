@@ -2,14 +2,12 @@ package resp
 
 import (
 	"strconv"
-
-	"github.com/tidwall/redcon"
 )
 
 // replier writes replies in the connection's protocol version. RESP3 types
 // are used where they differ from RESP2 (maps, null, verbatim strings).
 type replier struct {
-	conn    redcon.Conn
+	conn    *conn
 	resp3   bool
 	scratch []byte
 	errors  int64       // error replies written since the server last counted them

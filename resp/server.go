@@ -594,11 +594,7 @@ func (s *Server) setUser(c *client, u *aclUser) {
 	if s.openAuth {
 		return
 	}
-	cn, ok := c.rep.conn.(*conn)
-	if !ok {
-		return
-	}
-	if g, ok := cn.nc.(*guardConn); ok {
+	if g := c.rep.conn.g; g != nil {
 		if authed {
 			g.follow(&s.guardLimits)
 		} else {
