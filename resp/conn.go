@@ -231,11 +231,9 @@ func (c *conn) parse() [][][]byte {
 // It reports false when the frame is not complete yet.
 func (c *conn) parseMultibulk() bool {
 	b := c.buf[c.start:c.parseEnd()]
-	n, i, ok := shortLine(b, 1)
+	n, i, ok := parseLine(b, 1)
 	if !ok {
-		if n, i, ok = parseLine(b, 1); !ok {
-			return false
-		}
+		return false
 	}
 	first := len(c.argv)
 	for range n {
@@ -243,10 +241,7 @@ func (c *conn) parseMultibulk() bool {
 			c.argv = c.argv[:first]
 			return false
 		}
-		size, next, ok := shortLine(b, i+1)
-		if !ok {
-			size, next, ok = parseLine(b, i+1)
-		}
+		size, next, ok := parseLine(b, i+1)
 		if !ok || size < 0 || size > len(b)-next-2 {
 			c.argv = c.argv[:first]
 			return false
@@ -323,24 +318,6 @@ func checkedLine(b []byte, from int, lim uint64) (n uint64, next int, ok bool) {
 		return 0, 0, false
 	}
 	return n, i + 2, true
-}
-
-// shortLine is parseLine's fast path for the usual header, one or two
-// digits and "\r\n" at b[from:]; ok false means "use parseLine".
-func shortLine(b []byte, from int) (n, next int, ok bool) {
-	if from+4 > len(b) {
-		return 0, 0, false
-	}
-	d0, d1 := b[from]-'0', b[from+1]-'0'
-	switch {
-	case d0 > 9:
-		return 0, 0, false
-	case b[from+1] == '\r' && b[from+2] == '\n':
-		return int(d0), from + 3, true
-	case d1 <= 9 && b[from+2] == '\r' && b[from+3] == '\n':
-		return int(d0)*10 + int(d1), from + 4, true
-	}
-	return 0, 0, false
 }
 
 // parseLine reads the decimal number in b[from:] up to CRLF and returns it
