@@ -141,10 +141,12 @@ func (c *conn) fill() error {
 	c.armDeadline()
 	n, err := c.nc.Read(c.buf[c.end:])
 	c.filled = n == len(c.buf)-c.end
-	c.end += n
-	if c.g == nil || !c.g.raw {
-		c.checked = c.end
+	if c.g != nil && c.g.raw {
+		c.checked = c.end + c.g.rawFrom
+	} else {
+		c.checked = c.end + n
 	}
+	c.end += n
 	c.netIn += n
 	if n > 0 {
 		return nil
@@ -198,11 +200,12 @@ func (c *conn) parse() [][][]byte {
 				continue
 			}
 			// A frame parseChecked does not vouch for (incomplete,
-			// inline, unusual or bad): the guard validates the rest.
-			if ok := c.g.check(c.buf[c.checked:c.end]); ok < c.end-c.checked {
-				c.stop = c.checked + ok
+			// inline, unusual or bad): the guard judges it.
+			ok := c.g.check(c.buf[c.checked:c.end])
+			if ok == 0 {
+				c.stop = c.checked
 			}
-			c.checked = c.end
+			c.checked += ok
 			continue
 		}
 		var ok bool

@@ -100,12 +100,14 @@ type guardConn struct {
 	pendErr error
 
 	// lazy is set by the connection reader (conn.go) that validates what
-	// it parses. Then, once the limits follow the live ones and the stream
-	// is at a frame boundary, Read passes bytes on unchecked (raw reports
-	// that the last Read did) and the reader vouches for the frames it can
-	// check itself, handing the guard the rest (check). A frame is thus
-	// scanned once instead of twice.
+	// it parses. Then, once the limits follow the live ones, Read checks
+	// only the rest of a frame an earlier read began and passes the bytes
+	// after it on unchecked (raw reports that the last Read did, from
+	// offset rawFrom); the reader vouches for the frames it can check
+	// itself and hands the guard the rest (check). A frame is thus scanned
+	// once instead of twice, however the reads split the stream.
 	lazy, raw bool
+	rawFrom   int
 }
 
 // Read reads from the real connection into p and validates what it read.
@@ -137,11 +139,29 @@ func (c *guardConn) Read(p []byte) (int, error) {
 		}
 		c.raw = false
 		if n > 0 {
-			if c.lazy && c.live != nil && c.v.state == gsFrame && len(c.pending) == 0 && c.pendErr == nil {
-				c.raw = true
+			c.followLimits()
+			if c.lazy && c.live != nil && len(c.pending) == 0 && c.pendErr == nil {
+				// The rest of a frame begun earlier, if any, is checked
+				// here; what follows it is the reader's.
+				ok := 0
+				if c.v.state != gsFrame {
+					var bad guardErr
+					c.v.oneFrame = true
+					ok, bad = c.v.feed(p[:n])
+					c.v.oneFrame = false
+					if bad != guardOK {
+						c.bad = bad
+						if ok == 0 {
+							return 0, c.fail()
+						}
+						return ok, nil
+					}
+				}
+				if ok < n {
+					c.raw, c.rawFrom = true, ok
+				}
 				return n, err
 			}
-			c.followLimits()
 			ok, bad := c.v.feed(p[:n])
 			if bad == guardOK {
 				if ok < n { // before AUTH: keep the rest for the next Read
@@ -184,28 +204,24 @@ func (c *guardConn) limits() *guardValidator {
 	return &c.v
 }
 
-// check validates b, the bytes of the stream that follow what the guard
-// and the reader have checked, when the reader cannot vouch for the frame
-// at its start. It returns how many bytes precede the first bad frame (all
-// of b when there is none); after a violation the next Read writes the
-// error line and reports io.EOF.
+// check validates the frame at the start of b, the bytes of the stream
+// that follow what the guard and the reader have checked, when the reader
+// cannot vouch for it. It returns the frame's length, or len(b) when the
+// frame is not complete yet (the next Read checks the rest), or 0 when
+// the frame is bad: the next Read then writes the error line and reports
+// io.EOF.
 func (c *guardConn) check(b []byte) int {
 	if c.bad != guardOK {
 		return 0
 	}
 	c.followLimits()
-	// feed stops after each frame before AUTH; the reader only hands
-	// over bytes read in lazy mode, after AUTH, but all of b is checked
-	// either way.
-	for at := 0; at < len(b); {
-		ok, bad := c.v.feed(b[at:])
-		if bad != guardOK {
-			c.bad = bad
-			return at + ok
-		}
-		at += ok
+	c.v.oneFrame = true
+	ok, bad := c.v.feed(b)
+	c.v.oneFrame = false
+	if bad != guardOK {
+		c.bad = bad
 	}
-	return len(b)
+	return ok
 }
 
 // restrict applies lim (normalized) from the next byte on: tighter limits
@@ -328,6 +344,10 @@ type guardValidator struct {
 	inline int    // bytes of the current inline line so far, at most maxInline
 	got    byte   // the byte found instead of '$', for guardDollar
 
+	// oneFrame: feed stops at the end of the first frame it completes
+	// (lazy mode, guardConn.check and Read).
+	oneFrame bool
+
 	// preAuth: the limits are those before AUTH. feed then stops at the
 	// end of the first frame it completes, and a count or length over
 	// the limit gets Redis's "unauthenticated" error text.
@@ -353,7 +373,7 @@ func (v *guardValidator) feed(b []byte) (int, guardErr) {
 	for i < len(b) {
 		switch v.state {
 		case gsFrame:
-			if v.preAuth && i > 0 {
+			if (v.preAuth || v.oneFrame) && i > 0 {
 				return i, guardOK // a frame ended: pass it on alone
 			}
 			start = i
