@@ -423,55 +423,84 @@ func (n *Node) Flush(ctx context.Context) error {
 // applySimple applies a cmdFlush or cmdLen entry on the leader, or forwards
 // it (unless localOnly), retrying while it is certainly not appended.
 func (n *Node) applySimple(ctx context.Context, cmd byte, localOnly bool) (int, error) {
-	for {
-		v, err := n.applySimpleOnce(ctx, cmd, localOnly)
-		if err == nil || localOnly || !retryable(err) {
-			return v, exported(err)
-		}
-		if !n.pause(ctx) {
-			return 0, n.notAppended()
-		}
-	}
-}
-
-func (n *Node) applySimpleOnce(ctx context.Context, cmd byte, localOnly bool) (int, error) {
-	select {
-	case <-n.closing:
-		return 0, ErrShutdown
-	default:
-	}
-	switch n.raft.State() {
-	case raft.Shutdown:
-		return 0, ErrShutdown
-	case raft.Leader:
-		resp, err := n.applyWait(ctx, appendEntryHeader(nil, cmd, time.Now().UnixNano()))
-		if err != nil {
-			return 0, err
-		}
-		if lr, ok := resp.(*lenResult); ok {
-			return lr.n, nil
-		}
-		return 0, nil
-	}
-	if localOnly {
-		return 0, errNotLeader
-	}
 	typ := msgFlush
 	if cmd == cmdLen {
 		typ = msgLen
 	}
-	body, err := n.forward(ctx, typ, nil)
-	if err != nil {
-		return 0, err
-	}
-	if cmd == cmdLen {
-		v, k := binary.Uvarint(body)
-		if k <= 0 {
-			return 0, ErrUnknownOutcome
+	return applyOp(ctx, n, logOp[int]{
+		entry: func() []byte { return appendEntryHeader(nil, cmd, time.Now().UnixNano()) },
+		leader: func(resp any) (int, error) {
+			if lr, ok := resp.(*lenResult); ok {
+				return lr.n, nil
+			}
+			return 0, nil
+		},
+		msg: typ,
+		forwarded: func(body []byte) (int, error) {
+			if cmd != cmdLen {
+				return 0, nil
+			}
+			v, k := binary.Uvarint(body)
+			if k <= 0 {
+				return 0, ErrUnknownOutcome
+			}
+			return int(v), nil
+		},
+	}, localOnly)
+}
+
+// logOp is an entry to apply through the log: on the leader, entry builds
+// it (afresh for each try: it carries the time) and leader reads the
+// FSM's answer; elsewhere it is forwarded to the leader as msg with body
+// and forwarded reads the reply.
+type logOp[T any] struct {
+	entry     func() []byte
+	leader    func(resp any) (T, error)
+	msg       byte
+	body      []byte
+	forwarded func(reply []byte) (T, error)
+}
+
+// applyOp applies op on the leader, or forwards it (unless localOnly),
+// retrying while it is certainly not appended.
+func applyOp[T any](ctx context.Context, n *Node, op logOp[T], localOnly bool) (T, error) {
+	for {
+		v, err := applyOpOnce(ctx, n, op, localOnly)
+		if err == nil || localOnly || !retryable(err) {
+			return v, exported(err)
 		}
-		return int(v), nil
+		if !n.pause(ctx) {
+			var zero T
+			return zero, n.notAppended()
+		}
 	}
-	return 0, nil
+}
+
+func applyOpOnce[T any](ctx context.Context, n *Node, op logOp[T], localOnly bool) (T, error) {
+	var zero T
+	select {
+	case <-n.closing:
+		return zero, ErrShutdown
+	default:
+	}
+	switch n.raft.State() {
+	case raft.Shutdown:
+		return zero, ErrShutdown
+	case raft.Leader:
+		resp, err := n.applyWait(ctx, op.entry())
+		if err != nil {
+			return zero, err
+		}
+		return op.leader(resp)
+	}
+	if localOnly {
+		return zero, errNotLeader
+	}
+	reply, err := n.forward(ctx, op.msg, op.body)
+	if err != nil {
+		return zero, err
+	}
+	return op.forwarded(reply)
 }
 
 // Join adds a voter (RL.CLUSTER JOIN), through the leader.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/policy"
 )
@@ -386,50 +385,27 @@ func (n *Node) proposePolicy(ctx context.Context, body []byte) (byte, error) {
 }
 
 func (n *Node) applyPolicy(ctx context.Context, body []byte, localOnly bool) (byte, error) {
-	for {
-		v, err := n.applyPolicyOnce(ctx, body, localOnly)
-		if err == nil || localOnly || !retryable(err) {
-			return v, exported(err)
-		}
-		if !n.pause(ctx) {
-			return 0, n.notAppended()
-		}
-	}
-}
-
-func (n *Node) applyPolicyOnce(ctx context.Context, body []byte, localOnly bool) (byte, error) {
-	select {
-	case <-n.closing:
-		return 0, ErrShutdown
-	default:
-	}
-	switch n.raft.State() {
-	case raft.Shutdown:
-		return 0, ErrShutdown
-	case raft.Leader:
-		buf := appendEntryHeader(make([]byte, 0, 12+len(body)), body[0], time.Now().UnixNano())
-		buf = append(buf, body[1:]...)
-		resp, err := n.applyWait(ctx, buf)
-		if err != nil {
-			return 0, err
-		}
-		pr, ok := resp.(*policyResult)
-		if !ok {
-			return 0, ErrUnknownOutcome
-		}
-		return pr.code, nil
-	}
-	if localOnly {
-		return 0, errNotLeader
-	}
-	reply, err := n.forward(ctx, msgPolicy, body)
-	if err != nil {
-		return 0, err
-	}
-	if len(reply) != 1 {
-		return 0, ErrUnknownOutcome
-	}
-	return reply[0], nil
+	return applyOp(ctx, n, logOp[byte]{
+		entry: func() []byte {
+			buf := appendEntryHeader(make([]byte, 0, 12+len(body)), body[0], time.Now().UnixNano())
+			return append(buf, body[1:]...)
+		},
+		leader: func(resp any) (byte, error) {
+			pr, ok := resp.(*policyResult)
+			if !ok {
+				return 0, ErrUnknownOutcome
+			}
+			return pr.code, nil
+		},
+		msg:  msgPolicy,
+		body: body,
+		forwarded: func(reply []byte) (byte, error) {
+			if len(reply) != 1 {
+				return 0, ErrUnknownOutcome
+			}
+			return reply[0], nil
+		},
+	}, localOnly)
 }
 
 // handleForward2 answers the forward messages of this file; ok is false
