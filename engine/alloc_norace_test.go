@@ -18,20 +18,28 @@ func TestDoNoAllocsOnExistingKeys(t *testing.T) {
 	for i := range reqs {
 		reqs[i] = bucket(t, fmt.Sprintf("user:%d", i), 1e9, 1, 1)
 	}
+	if n := doAllocs(t, e, reqs); n != 0 {
+		t.Errorf("Do of 32 existing keys: %v allocs, want 0", n)
+	}
+}
+
+// doAllocs applies reqs once through e (creating their keys), then
+// reports the allocations of applying them again, a moment later each
+// time.
+func doAllocs(t *testing.T, e *Engine, reqs []Request) float64 {
+	t.Helper()
 	res := make([]Result, len(reqs))
 	ctx := context.Background()
 	now := t0
 	if err := e.Do(ctx, now, reqs, res); err != nil {
 		t.Fatal(err)
 	}
-	if n := testing.AllocsPerRun(1000, func() {
+	return testing.AllocsPerRun(1000, func() {
 		now++
 		if err := e.Do(ctx, now, reqs, res); err != nil {
 			t.Fatal(err)
 		}
-	}); n != 0 {
-		t.Errorf("Do of 32 existing keys: %v allocs, want 0", n)
-	}
+	})
 }
 
 // TestDoGroupsNoAllocs: tiered checks on existing keys allocate nothing
@@ -56,18 +64,7 @@ func TestDoGroupsNoAllocs(t *testing.T) {
 			}
 		}
 		reqs = append(reqs, bucket(t, "plain", 1e9, 1, 1))
-		res := make([]Result, len(reqs))
-		ctx := context.Background()
-		now := t0
-		if err := e.Do(ctx, now, reqs, res); err != nil {
-			t.Fatal(err)
-		}
-		if n := testing.AllocsPerRun(1000, func() {
-			now++
-			if err := e.Do(ctx, now, reqs, res); err != nil {
-				t.Fatal(err)
-			}
-		}); n != 0 {
+		if n := doAllocs(t, e, reqs); n != 0 {
 			t.Errorf("%s: two 3-tier groups and a plain request: %v allocs, want 0", c.name, n)
 		}
 	}
