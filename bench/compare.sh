@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark of rlserver against redis-server running the
-# token-bucket Lua script (bench/lua/token_bucket.lua): builds rlserver and
-# the driver (bench/compare) into a temporary folder and runs the driver,
-# which starts both servers on free loopback ports, runs redis-benchmark
-# against both, measures memory per key and prints one table.
+# token-bucket Lua script (bench/lua/token_bucket.lua): builds rlserver, the
+# driver (bench/compare) and the no-work server (bench/noopserver) into a
+# temporary folder and runs the driver, which starts both servers on free
+# loopback ports, runs redis-benchmark against both, measures the load
+# generator's own RL.ALLOW / PING ceiling on the no-work server, measures
+# memory per key and prints one table.
 #
 #   ./bench/compare.sh                 # what `make bench-compare` runs
 #   ./bench/compare.sh -seconds 8      # longer runs; flags go to the driver
@@ -40,10 +42,11 @@ trap 'exit 130' INT TERM
 echo "bench/compare.sh: building rlserver and the driver" >&2
 "$GO" build -o "$tmp/rlserver" ./cmd/rlserver
 "$GO" build -o "$tmp/compare" ./bench/compare
+"$GO" build -o "$tmp/noopserver" ./bench/noopserver
 
 # In the background with wait, so the traps run as soon as a signal arrives.
 # The driver's temporary folders go under $tmp too, so the trap removes them
 # even if the driver is killed before it can.
-TMPDIR="$tmp" "$tmp/compare" -rlserver "$tmp/rlserver" -script bench/lua/token_bucket.lua "$@" &
+TMPDIR="$tmp" "$tmp/compare" -rlserver "$tmp/rlserver" -noopserver "$tmp/noopserver" -script bench/lua/token_bucket.lua "$@" &
 driver_pid=$!
 wait "$driver_pid"

@@ -19,6 +19,9 @@
 //     records the CPU time of the server (from /proc) and of redis-benchmark
 //     (its rusage) per request. Last, Redis's native INCRBY on the same
 //     random keys at -P 32, as a reference for the RL.ALLOW / PING target.
+//     With -noopserver, the -P 32 PING and RL.ALLOW cases also run against
+//     bench/noopserver, which does no work per command: the RL.ALLOW / PING
+//     rate that redis-benchmark itself allows on this machine.
 //  2. Memory: fresh processes, baseline RSS, -mem-keys token-bucket keys of
 //     21 bytes loaded through pipelines, RSS again (INFO used_memory_rss for
 //     Redis, VmRSS for rlserver); the growth divided by the key count.
@@ -53,6 +56,7 @@ import (
 
 type config struct {
 	rlserver, redisServer, redisBenchmark, script string
+	noopServer                                    string
 	clients, keyspace                             int
 	seconds                                       float64
 	capacity, rate                                string
@@ -65,6 +69,7 @@ func main() {
 	flag.StringVar(&cfg.rlserver, "rlserver", "", "path to a built rlserver binary (required)")
 	flag.StringVar(&cfg.redisServer, "redis-server", "redis-server", "redis-server binary")
 	flag.StringVar(&cfg.redisBenchmark, "redis-benchmark", "redis-benchmark", "redis-benchmark binary")
+	flag.StringVar(&cfg.noopServer, "noopserver", "", "path to a built bench/noopserver binary: measures the RL.ALLOW / PING ceiling of the load generator (empty: skip)")
 	flag.StringVar(&cfg.script, "script", "bench/lua/token_bucket.lua", "token-bucket Lua script for Redis")
 	flag.IntVar(&cfg.clients, "clients", 50, "redis-benchmark connections (-c)")
 	flag.IntVar(&cfg.keyspace, "keyspace", 100_000, "random keys (redis-benchmark -r)")
@@ -112,7 +117,11 @@ type benchCase struct {
 }
 
 func run(ctx context.Context, cfg config) error {
-	for _, bin := range []*string{&cfg.rlserver, &cfg.redisServer, &cfg.redisBenchmark} {
+	bins := []*string{&cfg.rlserver, &cfg.redisServer, &cfg.redisBenchmark}
+	if cfg.noopServer != "" {
+		bins = append(bins, &cfg.noopServer)
+	}
+	for _, bin := range bins {
 		p, err := exec.LookPath(*bin)
 		if err != nil {
 			return fmt.Errorf("%s not found (Debian/Ubuntu: apt-get install redis-server redis-tools): %v", *bin, err)
@@ -178,6 +187,12 @@ func run(ctx context.Context, cfg config) error {
 	}
 	fmt.Fprintf(os.Stderr, "%10.0f req/s  p50 %.3f ms  p99 %.3f ms  (-n %d)\n", incr.rps, incr.p50, incr.p99, n)
 	rl.stop()
+	var noop [2]result
+	if cfg.noopServer != "" {
+		if noop, err = measureNoop(ctx, cfg, tmp, cases); err != nil {
+			return err
+		}
+	}
 	redis.stop()
 
 	// Phase 2: memory per key, on fresh processes.
@@ -195,8 +210,53 @@ func run(ctx context.Context, cfg config) error {
 		redis.stop()
 	}
 
-	printReport(cfg, machine, loadStart, loadAvg(), cases, results, incr, mem, sha)
+	printReport(cfg, machine, loadStart, loadAvg(), cases, results, refs{incr, noop}, mem, sha)
 	return nil
+}
+
+// refs are the reference runs beside the table: Redis's INCRBY, and PING
+// and RL.ALLOW (random keys) on the no-work server, all at -P 32.
+type refs struct {
+	incr result
+	noop [2]result
+}
+
+// measureNoop runs the -P 32 PING and random-key RL.ALLOW cases against
+// bench/noopserver, which parses each command and writes a fixed reply:
+// the RL.ALLOW / PING rate a server that spends nothing per command
+// reaches with this load generator on this machine.
+func measureNoop(ctx context.Context, cfg config, tmp string, cases []benchCase) ([2]result, error) {
+	var out [2]result
+	ports, err := freePorts(1)
+	if err != nil {
+		return out, err
+	}
+	dir := filepath.Join(tmp, "noop")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return out, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	srv, err := start("noop", addr, dir, cfg.noopServer, "-addr", addr)
+	if err != nil {
+		return out, err
+	}
+	defer srv.stop()
+	for i, name := range []string{"PING", "RL.ALLOW, random keys"} {
+		for _, c := range cases {
+			if c.name != name || c.pipeline != 32 {
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "compare: %-22s -P %-2d on %-8s ", c.name, c.pipeline, srv.name)
+			r, n, err := benchmark(ctx, cfg, srv, c.pipeline, c.rl)
+			if err != nil {
+				fmt.Fprintln(os.Stderr)
+				return out, err
+			}
+			fmt.Fprintf(os.Stderr, "%10.0f req/s  p50 %.3f ms  p99 %.3f ms  (-n %d)\n", r.rps, r.p50, r.p99, n)
+			out[i] = r
+		}
+	}
+	return out, nil
 }
 
 // startBoth starts redis-server with the script loaded and rlserver, each on
@@ -616,7 +676,7 @@ func loadAvg() string {
 
 // printReport prints the table (Markdown, so it pastes into the README)
 // and the targets as measured.
-func printReport(cfg config, machine []string, loadStart, loadEnd string, cases []benchCase, res [][2]result, incr result, mem *memResult, sha string) {
+func printReport(cfg config, machine []string, loadStart, loadEnd string, cases []benchCase, res [][2]result, ref refs, mem *memResult, sha string) {
 	type row struct{ label, rl, redis, ratio string }
 	var rows []row
 	ratio := func(a, b float64) string {
@@ -737,9 +797,19 @@ func printReport(cfg config, machine []string, loadStart, loadEnd string, cases 
 		fmt.Printf("  The RL.ALLOW run kept %s of the %d CPUs busy; at that share, 75%% of PING's rate leaves rlserver %.0f ns per RL.ALLOW (it spent %.0f).\n",
 			pct(busy), runtime.NumCPU(), need, a.srvNs)
 	}
-	if p := p32[1]; p.rps > 0 && incr.rps > 0 {
+	if p, incr := p32[1], ref.incr; p.rps > 0 && incr.rps > 0 {
 		fmt.Printf("Reference: Redis's native INCRBY on the same random keys, -P 32: %s req/s, %s of Redis's own PING rate\n", commas(incr.rps), pct(incr.rps/p.rps))
 		fmt.Printf("  (CPU ns/req, server + client: %s); rlserver's RL.ALLOW runs at %s of rlserver's PING.\n", cpuCell(incr), pct(a32[0].rps/p32[0].rps))
+	}
+	// The ceiling: the client's own cost per RL.ALLOW is higher than per
+	// PING, so even a server that does nothing stays below 100%.
+	if np, na := ref.noop[0], ref.noop[1]; np.rps > 0 && na.rps > 0 {
+		ceiling := na.rps / np.rps
+		fmt.Printf("Ceiling: a server that does no work (bench/noopserver: it parses each command and writes a fixed reply), -P 32:\n")
+		fmt.Printf("  PING %s req/s, RL.ALLOW %s req/s: %s (CPU ns/req, server + client: PING %s, RL.ALLOW %s).\n",
+			commas(np.rps), commas(na.rps), pct(ceiling), cpuCell(np), cpuCell(na))
+		fmt.Printf("  redis-benchmark spends %.0f ns more per RL.ALLOW than per PING, so no server reaches 100%%;\n", na.cliNs-np.cliNs)
+		fmt.Printf("  rlserver's %s is %s of this ceiling.\n", pct(a32[0].rps/p32[0].rps), pct(a32[0].rps/p32[0].rps/ceiling))
 	}
 }
 
