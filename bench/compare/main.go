@@ -18,7 +18,9 @@
 //     so both servers are measured for about the same time. Each run also
 //     records the CPU time of the server (from /proc) and of redis-benchmark
 //     (its rusage) per request. Last, Redis's native INCRBY on the same
-//     random keys at -P 32, as a reference for the RL.ALLOW / PING target.
+//     random keys at -P 32, as a reference for the RL.ALLOW / PING target,
+//     and SMISMEMBER on missing keys: a read of RL.ALLOW's shape (six
+//     arguments, four integers back) that finds nothing.
 //     With -noopserver, the -P 32 PING and RL.ALLOW cases also run against
 //     bench/noopserver, which does no work per command: the RL.ALLOW / PING
 //     rate that redis-benchmark itself allows on this machine.
@@ -186,6 +188,16 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "%10.0f req/s  p50 %.3f ms  p99 %.3f ms  (-n %d)\n", incr.rps, incr.p50, incr.p99, n)
+	// And Redis answering a read of RL.ALLOW's shape that finds nothing:
+	// SMISMEMBER on a missing key, six arguments, four integers back, one
+	// lookup in a keyspace that holds the earlier runs' keys.
+	fmt.Fprintf(os.Stderr, "compare: %-22s -P %-2d on %-8s ", "SMISMEMBER, no keys", 32, redis.name)
+	smis, n, err := benchmark(ctx, cfg, redis, 32, []string{"SMISMEMBER", "set:__rand_int__", cfg.capacity, cfg.rate, "1", "1"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr)
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "%10.0f req/s  p50 %.3f ms  p99 %.3f ms  (-n %d)\n", smis.rps, smis.p50, smis.p99, n)
 	rl.stop()
 	var noop [2]result
 	if cfg.noopServer != "" {
@@ -210,15 +222,16 @@ func run(ctx context.Context, cfg config) error {
 		redis.stop()
 	}
 
-	printReport(cfg, machine, loadStart, loadAvg(), cases, results, refs{incr, noop}, mem, sha)
+	printReport(cfg, machine, loadStart, loadAvg(), cases, results, refs{incr, smis, noop}, mem, sha)
 	return nil
 }
 
-// refs are the reference runs beside the table: Redis's INCRBY, and PING
-// and RL.ALLOW (random keys) on the no-work server, all at -P 32.
+// refs are the reference runs beside the table, all at -P 32: Redis's
+// INCRBY and SMISMEMBER on random keys, and PING and RL.ALLOW (random
+// keys) on the no-work server.
 type refs struct {
-	incr result
-	noop [2]result
+	incr, smis result
+	noop       [2]result
 }
 
 // measureNoop runs the -P 32 PING and random-key RL.ALLOW cases against
@@ -800,6 +813,10 @@ func printReport(cfg config, machine []string, loadStart, loadEnd string, cases 
 	if p, incr := p32[1], ref.incr; p.rps > 0 && incr.rps > 0 {
 		fmt.Printf("Reference: Redis's native INCRBY on the same random keys, -P 32: %s req/s, %s of Redis's own PING rate\n", commas(incr.rps), pct(incr.rps/p.rps))
 		fmt.Printf("  (CPU ns/req, server + client: %s); rlserver's RL.ALLOW runs at %s of rlserver's PING.\n", cpuCell(incr), pct(a32[0].rps/p32[0].rps))
+	}
+	if p, smis := p32[1], ref.smis; p.rps > 0 && smis.rps > 0 {
+		fmt.Printf("Same shape on Redis: SMISMEMBER on missing random keys (six arguments, four integers back; one lookup among the earlier runs' keys),\n")
+		fmt.Printf("  -P 32: %s req/s, %s of Redis's PING rate (CPU ns/req, server + client: %s).\n", commas(smis.rps), pct(smis.rps/p.rps), cpuCell(smis))
 	}
 	// The ceiling: the client's own cost per RL.ALLOW is higher than per
 	// PING, so even a server that does nothing stays below 100%.
