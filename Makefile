@@ -19,7 +19,6 @@ run: build
 cluster: build
 	./scripts/cluster.sh
 
-# The end-to-end tests drive redis-cli; install it when it is missing.
 # The end-to-end tests drive redis-cli and headless Chromium, and the
 # deployment tests run systemd-analyze: install what is missing.
 test-deps:

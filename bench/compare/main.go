@@ -59,6 +59,7 @@ import (
 type config struct {
 	rlserver, redisServer, redisBenchmark, script string
 	noopServer                                    string
+	pin                                           bool
 	clients, keyspace                             int
 	seconds                                       float64
 	capacity, rate                                string
@@ -72,6 +73,7 @@ func main() {
 	flag.StringVar(&cfg.redisServer, "redis-server", "redis-server", "redis-server binary")
 	flag.StringVar(&cfg.redisBenchmark, "redis-benchmark", "redis-benchmark", "redis-benchmark binary")
 	flag.StringVar(&cfg.noopServer, "noopserver", "", "path to a built bench/noopserver binary: measures the RL.ALLOW / PING ceiling of the load generator (empty: skip)")
+	flag.BoolVar(&cfg.pin, "pin", false, "run the servers on CPU 0 and redis-benchmark on CPU 1 (taskset), so each has a CPU of its own")
 	flag.StringVar(&cfg.script, "script", "bench/lua/token_bucket.lua", "token-bucket Lua script for Redis")
 	flag.IntVar(&cfg.clients, "clients", 50, "redis-benchmark connections (-c)")
 	flag.IntVar(&cfg.keyspace, "keyspace", 100_000, "random keys (redis-benchmark -r)")
@@ -81,6 +83,10 @@ func main() {
 	flag.IntVar(&cfg.memKeys, "mem-keys", 1_000_000, "keys for the memory measurement (0: skip it)")
 	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "limit for the whole run")
 	flag.Parse()
+	if cfg.pin && runtime.NumCPU() < 2 {
+		fmt.Fprintln(os.Stderr, "compare: -pin needs at least 2 CPUs")
+		os.Exit(2)
+	}
 	if cfg.rlserver == "" || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "usage: compare -rlserver PATH [flags] (see -help)")
 		os.Exit(2)
@@ -122,6 +128,10 @@ func run(ctx context.Context, cfg config) error {
 	bins := []*string{&cfg.rlserver, &cfg.redisServer, &cfg.redisBenchmark}
 	if cfg.noopServer != "" {
 		bins = append(bins, &cfg.noopServer)
+	}
+	taskset := "taskset" // util-linux; checked only to fail early with -pin
+	if cfg.pin {
+		bins = append(bins, &taskset)
 	}
 	for _, bin := range bins {
 		p, err := exec.LookPath(*bin)
@@ -226,6 +236,16 @@ func run(ctx context.Context, cfg config) error {
 	return nil
 }
 
+// onCPU is the command line that runs bin with args: as it is, or with
+// -pin bound to one CPU by taskset (which execs bin, so the process and
+// its CPU time are bin's).
+func (cfg config) onCPU(cpu int, bin string, args ...string) []string {
+	if !cfg.pin {
+		return append([]string{bin}, args...)
+	}
+	return append([]string{"taskset", "-c", strconv.Itoa(cpu), bin}, args...)
+}
+
 // refs are the reference runs beside the table, all at -P 32: Redis's
 // INCRBY and SMISMEMBER on random keys, and PING and RL.ALLOW (random
 // keys) on the no-work server.
@@ -249,7 +269,7 @@ func measureNoop(ctx context.Context, cfg config, tmp string, cases []benchCase)
 		return out, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	srv, err := start("noop", addr, dir, cfg.noopServer, "-addr", addr)
+	srv, err := start("noop", addr, dir, cfg.onCPU(0, cfg.noopServer, "-addr", addr)...)
 	if err != nil {
 		return out, err
 	}
@@ -287,10 +307,10 @@ func startBoth(cfg config, tmp, phase, script string) (rl, redis *server, sha st
 		}
 	}
 	redisAddr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	redis, err = start("redis", redisAddr, redisDir, cfg.redisServer,
+	redis, err = start("redis", redisAddr, redisDir, cfg.onCPU(0, cfg.redisServer,
 		"--bind", "127.0.0.1", "--port", strconv.Itoa(ports[0]), "--dir", redisDir,
 		"--save", "", "--appendonly", "no", "--daemonize", "no",
-		"--protected-mode", "yes", "--logfile", "")
+		"--protected-mode", "yes", "--logfile", "")...)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -315,7 +335,7 @@ func startBoth(cfg config, tmp, phase, script string) (rl, redis *server, sha st
 	if help, _ := exec.Command(cfg.rlserver, "--help").CombinedOutput(); strings.Contains(string(help), "-save-interval") {
 		rlArgs = append(rlArgs, "--save-interval", "0")
 	}
-	rl, err = start("rlserver", rlArgs[1], rlDir, cfg.rlserver, rlArgs...)
+	rl, err = start("rlserver", rlArgs[1], rlDir, cfg.onCPU(0, cfg.rlserver, rlArgs...)...)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -382,7 +402,7 @@ func redisBenchmark(ctx context.Context, cfg config, srv *server, pipeline, n in
 	// (The whole run is bounded by -timeout as well.)
 	limit := min(60*time.Second+time.Duration(n/20_000)*time.Second, 3*time.Minute)
 	srv0, srvOK := processCPU(srv.cmd.Process.Pid)
-	out, cli, err := runTool(ctx, limit, cfg.redisBenchmark, args...)
+	out, cli, err := runTool(ctx, limit, cfg.onCPU(1, cfg.redisBenchmark, args...)...)
 	if err != nil {
 		return result{}, err
 	}
@@ -731,6 +751,9 @@ func printReport(cfg config, machine []string, loadStart, loadEnd string, cases 
 		fmt.Println("    " + m)
 	}
 	fmt.Printf("    load:     %s at start, %s at end (1, 5, 15 min)\n", loadStart, loadEnd)
+	if cfg.pin {
+		fmt.Println("    pinned:   every server on CPU 0, redis-benchmark on CPU 1 (taskset -pin): each has a CPU of its own")
+	}
 	fmt.Printf("    load gen: redis-benchmark -c %d -r %d, about %gs per run after a warm-up run, servers alternating case by case\n", cfg.clients, cfg.keyspace, cfg.seconds)
 	fmt.Printf("    rlserver: RL.ALLOW key %s %s 1;  Redis: EVALSHA %.8s... 1 key %s %s 1 (bench/lua/token_bucket.lua); PING rows: plain PING on both\n", cfg.capacity, cfg.rate, sha, cfg.capacity, cfg.rate)
 	fmt.Printf("    keys:     random keys stay live between calls (rate %s/s) and are mostly allowed; the hot key is empty after its first %s calls, so its rows measure denials\n", cfg.rate, cfg.capacity)
@@ -801,7 +824,7 @@ func printReport(cfg config, machine []string, loadStart, loadEnd string, cases 
 	// follows the CPU both spend per request. At the share of the CPUs
 	// the RL.ALLOW run used, 75% of PING's rate leaves the server the CPU
 	// per request printed here.
-	if p, a := p32[0], a32[0]; p.srvNs > 0 && a.srvNs > 0 {
+	if p, a := p32[0], a32[0]; p.srvNs > 0 && a.srvNs > 0 && !cfg.pin {
 		cpus := float64(runtime.NumCPU())
 		busy := a.rps * (a.srvNs + a.cliNs) / 1e9 / cpus
 		need := busy*cpus*1e9/(0.75*p.rps) - a.cliNs
@@ -825,8 +848,8 @@ func printReport(cfg config, machine []string, loadStart, loadEnd string, cases 
 		fmt.Printf("Ceiling: a server that does no work (bench/noopserver: it parses each command and writes a fixed reply), -P 32:\n")
 		fmt.Printf("  PING %s req/s, RL.ALLOW %s req/s: %s (CPU ns/req, server + client: PING %s, RL.ALLOW %s).\n",
 			commas(np.rps), commas(na.rps), pct(ceiling), cpuCell(np), cpuCell(na))
-		fmt.Printf("  redis-benchmark spends %.0f ns more per RL.ALLOW than per PING, so no server reaches 100%%;\n", na.cliNs-np.cliNs)
-		fmt.Printf("  rlserver's %s is %s of this ceiling.\n", pct(a32[0].rps/p32[0].rps), pct(a32[0].rps/p32[0].rps/ceiling))
+		fmt.Printf("  redis-benchmark spends %.0f ns more per RL.ALLOW than per PING, so no server reaches 100%%.\n", na.cliNs-np.cliNs)
+		fmt.Printf("  rlserver: RL.ALLOW at %s of its PING; its RL.ALLOW rate is %s of the no-work server's.\n", pct(a32[0].rps/p32[0].rps), pct(a32[0].rps/na.rps))
 	}
 }
 

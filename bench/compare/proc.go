@@ -55,15 +55,15 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// start runs bin with args, output to dir/<name>.log, and waits until addr
-// answers PING (up to 15 s).
-func start(name, addr, dir, bin string, args ...string) (*server, error) {
+// start runs cmdline (a binary, then its arguments), output to
+// dir/<name>.log, and waits until addr answers PING (up to 15 s).
+func start(name, addr, dir string, cmdline ...string) (*server, error) {
 	logPath := filepath.Join(dir, name+".log")
 	out, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(cmdline[0], cmdline[1:]...)
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.SysProcAttr = childAttr()
@@ -160,7 +160,8 @@ func tail(path string) string {
 // runTool runs a short-lived tool (redis-benchmark) with a time limit and
 // returns its stdout. The process is killed when ctx ends or the limit
 // passes.
-func runTool(ctx context.Context, limit time.Duration, bin string, args ...string) (out string, cpu time.Duration, err error) {
+func runTool(ctx context.Context, limit time.Duration, cmdline ...string) (out string, cpu time.Duration, err error) {
+	bin, args := cmdline[0], cmdline[1:]
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
