@@ -19,11 +19,14 @@ run: build
 cluster: build
 	./scripts/cluster.sh
 
-# The end-to-end tests drive redis-cli and headless Chromium, and the
-# deployment tests run systemd-analyze: install what is missing.
+# The end-to-end tests drive redis-cli and headless Chromium, the
+# benchmark driver's test redis-benchmark, and the deployment tests run
+# systemd-analyze: install what is missing. (That test also needs
+# redis-server, which CI installs; it is not installed here because
+# Debian's package starts a Redis on port 6379, where make run listens.)
 test-deps:
 	@missing=""; \
-	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
+	command -v redis-cli >/dev/null 2>&1 && command -v redis-benchmark >/dev/null 2>&1 || missing="$$missing redis-tools"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
 	if [ -n "$$missing" ]; then \

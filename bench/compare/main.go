@@ -63,7 +63,7 @@ type config struct {
 	clients, keyspace                             int
 	seconds                                       float64
 	capacity, rate                                string
-	memKeys                                       int
+	memKeys, warm                                 int
 	timeout                                       time.Duration
 }
 
@@ -81,6 +81,7 @@ func main() {
 	flag.StringVar(&cfg.capacity, "capacity", "100", "bucket capacity in the benchmark cases")
 	flag.StringVar(&cfg.rate, "rate", "0.01", "refill rate (tokens/s) in the benchmark cases: low, so every key stays live between calls on both servers")
 	flag.IntVar(&cfg.memKeys, "mem-keys", 1_000_000, "keys for the memory measurement (0: skip it)")
+	flag.IntVar(&cfg.warm, "warm", 200_000, "requests in each -P 32 warm-up run (-P 1: a tenth), also the least a measured run sends")
 	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "limit for the whole run")
 	flag.Parse()
 	if cfg.pin && runtime.NumCPU() < 2 {
@@ -91,8 +92,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: compare -rlserver PATH [flags] (see -help)")
 		os.Exit(2)
 	}
-	if cfg.seconds <= 0 || cfg.seconds > 60 || cfg.clients < 1 || cfg.keyspace < 1 || cfg.memKeys < 0 || cfg.memKeys > 20_000_000 {
-		fmt.Fprintln(os.Stderr, "compare: -seconds must be in (0, 60], -clients and -keyspace >= 1, -mem-keys in [0, 20000000]")
+	if cfg.seconds <= 0 || cfg.seconds > 60 || cfg.clients < 1 || cfg.keyspace < 1 || cfg.memKeys < 0 || cfg.memKeys > 20_000_000 || cfg.warm < 1000 {
+		fmt.Fprintln(os.Stderr, "compare: -seconds must be in (0, 60], -clients and -keyspace >= 1, -mem-keys in [0, 20000000], -warm >= 1000")
 		os.Exit(2)
 	}
 
@@ -371,9 +372,9 @@ func sanity(rl, redis *server, sha string) error {
 // about cfg.seconds at the warm-up's rate. It returns the measured run and
 // its request count.
 func benchmark(ctx context.Context, cfg config, srv *server, pipeline int, cmd []string) (result, int, error) {
-	warm := 20_000
+	warm := cfg.warm / 10
 	if pipeline > 1 {
-		warm = 200_000
+		warm = cfg.warm
 	}
 	w, err := redisBenchmark(ctx, cfg, srv, pipeline, warm, cmd)
 	if err != nil {
