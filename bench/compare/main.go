@@ -180,35 +180,26 @@ func run(ctx context.Context, cfg config) error {
 			srv  *server
 			args []string
 		}{{rl, c.rl}, {redis, c.redis}} {
-			fmt.Fprintf(os.Stderr, "compare: %-22s -P %-2d on %-8s ", c.name, c.pipeline, target.srv.name)
-			r, n, err := benchmark(ctx, cfg, target.srv, c.pipeline, target.args)
+			r, err := benchmark(ctx, cfg, target.srv, c.name, c.pipeline, target.args)
 			if err != nil {
-				fmt.Fprintln(os.Stderr)
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "%10.0f req/s  p50 %.3f ms  p99 %.3f ms  (-n %d)\n", r.rps, r.p50, r.p99, n)
 			results[i][j] = r
 		}
 	}
 	// A reference for the RL.ALLOW / PING target: how close Redis's own
 	// simplest native write on the same keys comes to Redis's PING.
-	fmt.Fprintf(os.Stderr, "compare: %-22s -P %-2d on %-8s ", "INCRBY, random keys", 32, redis.name)
-	incr, n, err := benchmark(ctx, cfg, redis, 32, []string{"INCRBY", "incr:__rand_int__", "1"})
+	incr, err := benchmark(ctx, cfg, redis, "INCRBY, random keys", 32, []string{"INCRBY", "incr:__rand_int__", "1"})
 	if err != nil {
-		fmt.Fprintln(os.Stderr)
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "%10.0f req/s  p50 %.3f ms  p99 %.3f ms  (-n %d)\n", incr.rps, incr.p50, incr.p99, n)
 	// And Redis answering a read of RL.ALLOW's shape that finds nothing:
 	// SMISMEMBER on a missing key, six arguments, four integers back, one
 	// lookup in a keyspace that holds the earlier runs' keys.
-	fmt.Fprintf(os.Stderr, "compare: %-22s -P %-2d on %-8s ", "SMISMEMBER, no keys", 32, redis.name)
-	smis, n, err := benchmark(ctx, cfg, redis, 32, []string{"SMISMEMBER", "set:__rand_int__", cfg.capacity, cfg.rate, "1", "1"})
+	smis, err := benchmark(ctx, cfg, redis, "SMISMEMBER, no keys", 32, []string{"SMISMEMBER", "set:__rand_int__", cfg.capacity, cfg.rate, "1", "1"})
 	if err != nil {
-		fmt.Fprintln(os.Stderr)
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "%10.0f req/s  p50 %.3f ms  p99 %.3f ms  (-n %d)\n", smis.rps, smis.p50, smis.p99, n)
 	rl.stop()
 	var noop [2]result
 	if cfg.noopServer != "" {
@@ -280,14 +271,9 @@ func measureNoop(ctx context.Context, cfg config, tmp string, cases []benchCase)
 			if c.name != name || c.pipeline != 32 {
 				continue
 			}
-			fmt.Fprintf(os.Stderr, "compare: %-22s -P %-2d on %-8s ", c.name, c.pipeline, srv.name)
-			r, n, err := benchmark(ctx, cfg, srv, c.pipeline, c.rl)
-			if err != nil {
-				fmt.Fprintln(os.Stderr)
+			if out[i], err = benchmark(ctx, cfg, srv, c.name, c.pipeline, c.rl); err != nil {
 				return out, err
 			}
-			fmt.Fprintf(os.Stderr, "%10.0f req/s  p50 %.3f ms  p99 %.3f ms  (-n %d)\n", r.rps, r.p50, r.p99, n)
-			out[i] = r
 		}
 	}
 	return out, nil
@@ -368,10 +354,21 @@ func sanity(rl, redis *server, sha string) error {
 	return nil
 }
 
-// benchmark runs one case on one server: a warm-up run, then a run sized to
-// about cfg.seconds at the warm-up's rate. It returns the measured run and
-// its request count.
-func benchmark(ctx context.Context, cfg config, srv *server, pipeline int, cmd []string) (result, int, error) {
+// benchmark runs one case (label, for the progress line on stderr) on one
+// server: a warm-up run, then a run sized to about cfg.seconds at the
+// warm-up's rate, whose result it returns.
+func benchmark(ctx context.Context, cfg config, srv *server, label string, pipeline int, cmd []string) (result, error) {
+	fmt.Fprintf(os.Stderr, "compare: %-22s -P %-2d on %-8s ", label, pipeline, srv.name)
+	r, n, err := measureCase(ctx, cfg, srv, pipeline, cmd)
+	if err != nil {
+		fmt.Fprintln(os.Stderr)
+		return result{}, err
+	}
+	fmt.Fprintf(os.Stderr, "%10.0f req/s  p50 %.3f ms  p99 %.3f ms  (-n %d)\n", r.rps, r.p50, r.p99, n)
+	return r, nil
+}
+
+func measureCase(ctx context.Context, cfg config, srv *server, pipeline int, cmd []string) (result, int, error) {
 	warm := cfg.warm / 10
 	if pipeline > 1 {
 		warm = cfg.warm
