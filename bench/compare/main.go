@@ -368,6 +368,8 @@ func benchmark(ctx context.Context, cfg config, srv *server, label string, pipel
 	return r, nil
 }
 
+// measureCase is benchmark without the progress line; it also returns the
+// measured run's request count.
 func measureCase(ctx context.Context, cfg config, srv *server, pipeline int, cmd []string) (result, int, error) {
 	warm := cfg.warm / 10
 	if pipeline > 1 {
