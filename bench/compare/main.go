@@ -267,16 +267,23 @@ func measureNoop(ctx context.Context, cfg config, tmp string, cases []benchCase)
 	}
 	defer srv.stop()
 	for i, name := range []string{"PING", "RL.ALLOW, random keys"} {
-		for _, c := range cases {
-			if c.name != name || c.pipeline != 32 {
-				continue
-			}
-			if out[i], err = benchmark(ctx, cfg, srv, c.name, c.pipeline, c.rl); err != nil {
-				return out, err
-			}
+		c := cases[caseIndex(cases, name, 32)]
+		if out[i], err = benchmark(ctx, cfg, srv, c.name, c.pipeline, c.rl); err != nil {
+			return out, err
 		}
 	}
 	return out, nil
+}
+
+// caseIndex is the index of the case with this name and pipeline depth in
+// cases, which run builds with every name at every depth.
+func caseIndex(cases []benchCase, name string, pipeline int) int {
+	for i, c := range cases {
+		if c.name == name && c.pipeline == pipeline {
+			return i
+		}
+	}
+	panic("compare: no case " + name)
 }
 
 // startBoth starts redis-server with the script loaded and rlserver, each on
@@ -785,14 +792,7 @@ func printReport(cfg config, machine []string, loadStart, loadEnd string, cases 
 	}
 
 	// The targets, from the same run.
-	find := func(name string, p int) [2]result {
-		for i, c := range cases {
-			if c.name == name && c.pipeline == p {
-				return res[i]
-			}
-		}
-		return [2]result{}
-	}
+	find := func(name string, p int) [2]result { return res[caseIndex(cases, name, p)] }
 	verdict := func(ok bool) string {
 		if ok {
 			return "met"

@@ -102,7 +102,9 @@ func answer(r io.Reader, w io.Writer, reply []byte) error {
 			return err
 		}
 		if have == len(buf) {
-			return errors.New("command larger than 64 KiB")
+			err := errors.New("command larger than 64 KiB")
+			w.Write([]byte("-ERR Protocol error: " + err.Error() + "\r\n"))
+			return err
 		}
 	}
 }
@@ -122,6 +124,9 @@ func frame(b []byte) (size int, ping bool, err error) {
 		end := i + j + n + 2
 		if end > len(b) {
 			return 0, false, nil
+		}
+		if b[end-2] != '\r' || b[end-1] != '\n' {
+			return 0, false, errors.New("expected CRLF after a bulk")
 		}
 		if k == 0 {
 			ping = count == 1 && bytes.EqualFold(b[i+j:i+j+n], []byte("ping"))

@@ -40,6 +40,23 @@ func TestAnswerBadFrame(t *testing.T) {
 	}
 }
 
+// TestAnswerBadBulkEnd refuses a bulk whose body is not followed by CRLF,
+// and a command that does not fit the read buffer.
+func TestAnswerBadBulkEnd(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"*1\r\n$4\r\nPINGxx", "-ERR Protocol error: expected CRLF after a bulk\r\n"},
+		{"*1\r\n$99999\r\n" + strings.Repeat("x", 70<<10), "-ERR Protocol error: command larger than 64 KiB\r\n"},
+	} {
+		var out bytes.Buffer
+		if err := answer(strings.NewReader(c.in), &out, []byte(":7\r\n")); err == nil || err == io.EOF {
+			t.Errorf("answer(%.20q...) returned %v, want a protocol error", c.in, err)
+		}
+		if out.String() != c.want {
+			t.Errorf("answer(%.20q...) wrote %q, want %q", c.in, out.String(), c.want)
+		}
+	}
+}
+
 // TestServeRedisCLI drives the server over loopback with redis-cli: PING
 // gets PONG, and any other command RL.ALLOW's four integers.
 func TestServeRedisCLI(t *testing.T) {
