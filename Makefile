@@ -12,7 +12,7 @@ build:
 
 # Starts a standalone server on its defaults: 127.0.0.1:6379, data in ./data.
 run: build
-	./$(BIN)
+	./$(BIN) $(ARGS)
 
 # Starts a local three-node Raft cluster: clients on 127.0.0.1:7381-7383,
 # data in ./data/cluster (see docs/cluster.md).
