@@ -145,9 +145,10 @@ type Request struct {
 	// at run time (OpGCRA and OpShape; the window algorithms ignore it).
 	// A Scaled request that writes stores the parameters (Interval,
 	// Limit) with the state, and any request that later meets such a
-	// state with other parameters first rescales it so that the fraction
-	// of the capacity in use is kept. The rules, per algorithm, are in
-	// DESIGN.md (engine) and scaled.go.
+	// state with other parameters first rescales it: the units in use
+	// are kept (a token bucket's capped at the new capacity) and refill
+	// at the new rate. The rules, per algorithm, are in DESIGN.md
+	// (engine) and scaled.go.
 	Scaled bool
 
 	// Op, ReadOnly, Tiers and Scaled share the word before Key: a
