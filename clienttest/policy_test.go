@@ -265,8 +265,9 @@ func TestCheckAllOrNothingAcrossShards(t *testing.T) {
 	}
 }
 
-// TestPolicyChangeOnLiveKeys: a token bucket keeps the fraction of its
-// capacity used when its policy changes; a window keeps its count.
+// TestPolicyChangeOnLiveKeys: a token bucket keeps the tokens in use,
+// capped at the new capacity, when its policy changes; a window keeps its
+// count.
 func TestPolicyChangeOnLiveKeys(t *testing.T) {
 	s := start(t, opts{})
 	c := newGoRedis(t, s, nil)
@@ -281,20 +282,27 @@ func TestPolicyChangeOnLiveKeys(t *testing.T) {
 		return v[2].([]any)[4].(int64)
 	}
 	do(t, c, "RL.CHECK", "COST", 5, "b", "kb", "w", "kw")
-	// Raised to 20: half used, 10 left at once.
+	// Raised to 20: the 5 in use are kept, 15 left at once.
 	wantReply(t, c, "OK", "RL.POLICY", "SET", "b", "ALLOW", 20, slowRate)
 	wantReply(t, c, "OK", "RL.POLICY", "SET", "w", "FIXED", 20, "1000000000000")
-	if r := remaining("b", "kb"); r != 10 {
-		t.Errorf("bucket raised 10 -> 20 with 5 used: %d remaining, want 10", r)
+	if r := remaining("b", "kb"); r != 15 {
+		t.Errorf("bucket raised 10 -> 20 with 5 used: %d remaining, want 15", r)
 	}
 	if r := remaining("w", "kw"); r != 15 {
 		t.Errorf("window raised 10 -> 20 with 5 used: %d remaining, want 15", r)
 	}
-	do(t, c, "RL.CHECK", "COST", 2, "b", "kb") // 12 of 20 used
-	// Lowered to 5: 60% used, 2 left; the past traffic is not counted twice.
+	do(t, c, "RL.CHECK", "COST", 12, "b", "kb") // 17 of 20 used
+	// Lowered to 5: capped at one full bucket of 5, none left.
 	wantReply(t, c, "OK", "RL.POLICY", "SET", "b", "ALLOW", 5, slowRate)
-	if r := remaining("b", "kb"); r != 2 {
-		t.Errorf("bucket lowered 20 -> 5 with 12 used: %d remaining, want 2", r)
+	if r := remaining("b", "kb"); r != 0 {
+		t.Errorf("bucket lowered 20 -> 5 with 17 used: %d remaining, want 0", r)
+	}
+	// A denied check stores the capped state (a peek stores nothing), so
+	// raised back to 10 it has 5 in use, not 17: 5 left.
+	do(t, c, "RL.CHECK", "b", "kb")
+	wantReply(t, c, "OK", "RL.POLICY", "SET", "b", "ALLOW", 10, slowRate)
+	if r := remaining("b", "kb"); r != 5 {
+		t.Errorf("bucket raised 5 -> 10 after the cap: %d remaining, want 5", r)
 	}
 	wantReply(t, c, "OK", "RL.POLICY", "SET", "w", "FIXED", 4, "1000000000000")
 	if r := remaining("w", "kw"); r != 0 {

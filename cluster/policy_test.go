@@ -71,10 +71,10 @@ func TestFSMAppliesPolicies(t *testing.T) {
 		t.Fatalf("second check: %+v", r.res)
 	}
 	// Raising a's capacity is in force for the next check: the bucket
-	// keeps the fraction used (all of it), so it is still empty.
+	// keeps its 2 tokens in use, so 2 more pass at once and b is charged.
 	apply(policyEntry(t0, cmdPolicySet, []string{"a", "ALLOW", "4", "0.001"}))
 	r = apply(checkEntry(t0, 1, "b", "k2", "a", "k1")).(*batchResult)
-	if r.res[1].Allowed || r.res[1].Limit != 4 || r.res[0].Remaining != 2 {
+	if !r.res[1].Allowed || r.res[1].Limit != 4 || r.res[1].Remaining != 1 || r.res[0].Remaining != 2 {
 		t.Fatalf("after raising a: %+v", r.res)
 	}
 	// Deleting b: the check fails whole, naming b's tier.
@@ -204,9 +204,9 @@ func TestClusterPolicies(t *testing.T) {
 		}
 	}
 	// Raised through a follower: in force for the next check on the
-	// leader (the bucket keeps its fraction used: still empty).
+	// leader (the bucket keeps its tokens in use: 2 more at once).
 	retry("raise", func() error { return follower.n.SetPolicy(ctx, mustPolicy(t, "login ALLOW 4 0.000001")) })
-	if r := check(l, "login", "u"); r[0].Allowed || r[0].Limit != 4 {
+	if r := check(l, "login", "u"); !r[0].Allowed || r[0].Limit != 4 || r[0].Remaining != 1 {
 		t.Fatalf("after raising: %+v", r)
 	}
 	var existed bool

@@ -240,7 +240,7 @@ func TestGroupRescaleOnRejection(t *testing.T) {
 			a, b := keyOn(l.shards, l.shard(0), "a"), keyOn(l.shards, l.shard(1), "b")
 			do1(t, e, t0, scaledBucket(t, a, 20, 10, 5)) // 500 ms of 2 s
 			do1(t, e, t0, scaledBucket(t, b, 1, 10, 1))  // full
-			reqs := []Request{scaledBucket(t, a, 10, 10, 1), scaledBucket(t, b, 1, 10, 1)}
+			reqs := []Request{scaledBucket(t, a, 20, 20, 1), scaledBucket(t, b, 1, 10, 1)}
 			reqs[0].Tiers = 2
 			res := make([]Result, 2)
 			if err := e.Do(context.Background(), t0, reqs, res); err != nil {
@@ -250,7 +250,7 @@ func TestGroupRescaleOnRejection(t *testing.T) {
 				t.Fatalf("results %+v", res)
 			}
 			if got := ttl(t, e, t0, a); got != 250*ms {
-				t.Errorf("a's TTL %d, want 250 ms (rescaled to capacity 10, not charged)", got)
+				t.Errorf("a's TTL %d, want 250 ms (rescaled to 20/s, not charged)", got)
 			}
 		})
 	}

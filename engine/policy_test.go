@@ -50,7 +50,8 @@ func denied(limit, remaining, retry, reset int64) Result {
 }
 
 // TestPolicyChangeGCRA: capacity 10 at 10/s (T = 100 ms, tau = 1 s). The
-// used fraction of tau is kept: d' = ceil(d * tau_new / tau_old).
+// tokens in use are kept, capped at the new capacity, and refill at the
+// new rate: d' = min(ceil(d * T_new / T_old), tau_new).
 func TestPolicyChangeGCRA(t *testing.T) {
 	e := newEngine(t, 2)
 	sb := func(capacity int64, rate float64, cost int64) Request {
@@ -59,30 +60,82 @@ func TestPolicyChangeGCRA(t *testing.T) {
 	runScript(t, e, []scriptRow{
 		{"charge 4 of 10", t0, sb(10, 10, 4), allowed(10, 6, 400*ms)},
 		{"100 ms later 3 are used", t0 + 100*ms, sb(10, 10, 0), allowed(10, 7, 300*ms)},
-		// 300 ms of 1 s used (30%) -> 600 ms of 2 s.
-		{"capacity raised to 20: 30% used, at once", t0 + 100*ms, sb(20, 10, 0), allowed(20, 14, 600*ms)},
+		{"capacity raised to 20: the 3 in use, 17 left at once", t0 + 100*ms, sb(20, 10, 0), allowed(20, 17, 300*ms)},
 		// Nothing was charged under 20: the state drains at the rate it
-		// was charged under and is read rescaled: 200 ms -> 400 ms.
-		{"until charged, read rescaled at each now", t0 + 200*ms, sb(20, 10, 0), allowed(20, 16, 400*ms)},
-		{"the first charge under 20 stores 400 ms + T", t0 + 200*ms, sb(20, 10, 1), allowed(20, 15, 500*ms)},
-		// 500 ms of 2 s (25%) -> 125 ms of 500 ms: 3.75 tokens left, 3 whole.
-		{"capacity lowered to 5: 25% used, not 5 of 5", t0 + 200*ms, sb(5, 10, 0), allowed(5, 3, 125*ms)},
-		{"lowered capacity, cost 4 is denied until 25 ms pass", t0 + 200*ms, sb(5, 10, 4), denied(5, 3, 25*ms, 125*ms)},
-		// Stored: 500 ms under T 100 ms, capacity 20 (5 tokens used).
-		// T 50 ms, tau 1 s: 250 ms, still 5 tokens, refilled twice as fast.
-		{"rate raised to 20/s: tokens used kept, refill faster", t0 + 200*ms, sb(20, 20, 0), allowed(20, 15, 250*ms)},
-		// T 200 ms, tau 4 s: 1 s, still 5 tokens, refilled at half speed.
-		{"rate lowered to 5/s: tokens used kept, refill slower", t0 + 200*ms, sb(20, 5, 0), allowed(20, 15, sec)},
-		{"charge under 20 at 5/s", t0 + 200*ms, sb(20, 5, 1), allowed(20, 14, 1200*ms)},
-		// Stored 1.2 s under T 200 ms, capacity 20 (tau 4 s): 600 ms of 2 s.
-		{"a plain RL.ALLOW on a scaled key rescales too", t0 + 200*ms, bucket(t, "k", 20, 10, 0), allowed(20, 14, 600*ms)},
-		{"TTL and TYPE see a token bucket", t0 + 200*ms, keyReq(OpTTL, "k"), Result{Value: 1200 * ms, Kind: KindGCRA}},
+		// was charged under and is read under 20 at each now.
+		{"until charged, read under the new policy at each now", t0 + 200*ms, sb(20, 10, 0), allowed(20, 18, 200*ms)},
+		{"the first charge under 20 stores 200 ms + T", t0 + 200*ms, sb(20, 10, 1), allowed(20, 17, 300*ms)},
+		{"capacity lowered to 5: the same 3 in use", t0 + 200*ms, sb(5, 10, 0), allowed(5, 2, 300*ms)},
+		// 3 in use, capacity 2: one full bucket owed, 200 ms, not 300.
+		{"capacity lowered to 2: capped at one bucket, denied for T", t0 + 200*ms, sb(2, 10, 1), denied(2, 0, 100*ms, 200*ms)},
+		// Stored: 200 ms under T 100 ms (2 tokens in use). T 50 ms: 100 ms.
+		{"rate raised to 20/s: tokens in use kept, refill faster", t0 + 200*ms, sb(20, 20, 0), allowed(20, 18, 100*ms)},
+		// T 200 ms: 400 ms, still 2 tokens, refilled at half speed.
+		{"rate lowered to 5/s: tokens in use kept, refill slower", t0 + 200*ms, sb(20, 5, 0), allowed(20, 18, 400*ms)},
+		{"charge under 20 at 5/s", t0 + 200*ms, sb(20, 5, 1), allowed(20, 17, 600*ms)},
+		// Stored 600 ms under T 200 ms (3 tokens): 300 ms under T 100 ms.
+		{"a plain RL.ALLOW on a scaled key rescales too", t0 + 200*ms, bucket(t, "k", 20, 10, 0), allowed(20, 17, 300*ms)},
+		{"TTL and TYPE see a token bucket", t0 + 200*ms, keyReq(OpTTL, "k"), Result{Value: 600 * ms, Kind: KindGCRA}},
 		{"RL.FIXED on it is WRONGTYPE", t0 + 200*ms, windowReq(t, OpFixed, "k", 5, 1000, 1), Result{Err: ErrWrongType}},
 		{"RL.SHAPE on it is WRONGTYPE", t0 + 200*ms, scaledShape(t, "k", 5, 10, 1), Result{Err: ErrWrongType}},
-		{"1 ns before empty it exists", t0 + 1400*ms - 1, keyReq(OpExists, "k"), Result{Value: 1}},
-		{"it expires when its debt is paid", t0 + 1400*ms, keyReq(OpExists, "k"), Result{}},
-		{"a new key under the last policy", t0 + 1400*ms, sb(5, 10, 1), allowed(5, 4, 100*ms)},
+		{"1 ns before empty it exists", t0 + 800*ms - 1, keyReq(OpExists, "k"), Result{Value: 1}},
+		{"it expires when its debt is paid", t0 + 800*ms, keyReq(OpExists, "k"), Result{}},
+		{"a new key under the last policy", t0 + 800*ms, sb(5, 10, 1), allowed(5, 4, 100*ms)},
 	})
+}
+
+// TestPolicyChangeTokensInUse: the four cases of the rule, each on a fresh
+// key, at named instants.
+func TestPolicyChangeTokensInUse(t *testing.T) {
+	const (
+		T  = 1000 * sec  // the interval at 0.001/s
+		t1 = t0 + 1*sec  // raise: 1 s after exhausting
+		t2 = t0 + 50*ms  // rate change: half-way through a 10/s token
+		t3 = t2 + 125*ms // half a 4/s token (250 ms) after t2
+		t4 = t0 + 100*ms // lower, full bucket: one 10/s T after t0
+		n1 = int64(1)    // 1 ns
+	)
+	for _, c := range []struct {
+		name string
+		rows []scriptRow
+	}{
+		{"raise admits at once by the difference", []scriptRow{
+			// The case: ALLOW 2 0.001 exhausted, then ALLOW 10 0.001.
+			{"exhaust 2 at 0.001/s", t0, scaledBucket(t, "k", 2, 0.001, 2), allowed(2, 0, 2*T)},
+			{"denied under 2", t0, scaledBucket(t, "k", 2, 0.001, 1), denied(2, 0, T, 2*T)},
+			// 1.999 tokens in use: 8 of 10 whole tokens free (the fraction
+			// refilled in the last second is kept, not rounded away).
+			{"raised to 10: 8 more at once", t1, scaledBucket(t, "k", 10, 0.001, 8), allowed(10, 0, 10*T-sec)},
+			{"and no more", t1, scaledBucket(t, "k", 10, 0.001, 1), denied(10, 0, T-sec, 10*T-sec)},
+		}},
+		{"lower owes at most one full bucket", []scriptRow{
+			{"12 of 20 at 10/s", t0, scaledBucket(t, "k", 20, 10, 12), allowed(20, 8, 1200*ms)},
+			{"lowered to 5: a full bucket, not 12 of 5", t0, scaledBucket(t, "k", 5, 10, 0), allowed(5, 0, 500*ms)},
+			{"denied for T, not 800 ms", t0, scaledBucket(t, "k", 5, 10, 1), denied(5, 0, 100*ms, 500*ms)},
+			{"the denial stored the capped debt", t0, keyReq(OpTTL, "k"), Result{Value: 500 * ms, Kind: KindGCRA}},
+			{"allowed T later", t4, scaledBucket(t, "k", 5, 10, 1), allowed(5, 0, 500*ms)},
+		}},
+		{"rate change carries the token in progress", []scriptRow{
+			{"4 of 10 at 10/s", t0, scaledBucket(t, "k", 10, 10, 4), allowed(10, 6, 400*ms)},
+			// 350 ms under T 100 ms: 3.5 tokens. T 50 ms: 175 ms.
+			{"20/s: 3.5 in use", t2, scaledBucket(t, "k", 10, 20, 0), allowed(10, 6, 175*ms)},
+			{"charge 1 at 20/s", t2, scaledBucket(t, "k", 10, 20, 1), allowed(10, 5, 225*ms)},
+			// 225 ms under T 50 ms: 4.5 tokens. T 250 ms: 1125 ms.
+			{"4/s: 4.5 in use", t2, scaledBucket(t, "k", 10, 4, 1), allowed(10, 4, 1375*ms)},
+			{"1 ns before the half token is done", t3 - n1, scaledBucket(t, "k", 10, 4, 0), allowed(10, 4, 1250*ms+n1)},
+			{"the half token done at t3", t3, scaledBucket(t, "k", 10, 4, 0), allowed(10, 5, 1250*ms)},
+		}},
+		{"full bucket is unchanged", []scriptRow{
+			{"1 of 10 at 10/s", t0, scaledBucket(t, "k", 10, 10, 1), allowed(10, 9, 100*ms)},
+			// 1 ns of a 100 ms token is 10 ns of a 1 s one (rounded up).
+			{"1 ns before full: the sliver carried", t4 - n1, scaledBucket(t, "k", 3, 1, 0), allowed(3, 2, 10)},
+			{"full: any new policy sees a full bucket", t4, scaledBucket(t, "k", 3, 1, 0), allowed(3, 3, 0)},
+			{"and the key is gone", t4, keyReq(OpExists, "k"), Result{}},
+			{"charged under the new policy", t4, scaledBucket(t, "k", 3, 1, 1), allowed(3, 2, sec)},
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) { runScript(t, newEngine(t, 2), c.rows) })
+	}
 }
 
 // TestPolicyChangeDeniedStoresRescale: a denied request stores the
@@ -91,23 +144,23 @@ func TestPolicyChangeGCRA(t *testing.T) {
 func TestPolicyChangeDeniedStoresRescale(t *testing.T) {
 	e := newEngine(t, 2)
 	peek := func(key string, capacity, cost int64) Request {
-		r := scaledBucket(t, key, capacity, 10, cost)
+		r := scaledBucket(t, key, capacity, 20, cost)
 		r.ReadOnly = true
 		return r
 	}
 	runScript(t, e, []scriptRow{
 		{"5 of 20 at 10/s", t0, scaledBucket(t, "d", 20, 10, 5), allowed(20, 15, 500*ms)},
-		// 500 ms of 2 s -> 125 ms of 500 ms: 3.75 tokens, 0.25 missing.
-		{"capacity 5, cost 4: denied for 25 ms", t0, scaledBucket(t, "d", 5, 10, 4), denied(5, 3, 25*ms, 125*ms)},
-		{"stored: the debt now drains at 10/s of 5", t0 + 25*ms, keyReq(OpTTL, "d"), Result{Value: 100 * ms, Kind: KindGCRA}},
-		{"allowed when it said", t0 + 25*ms, scaledBucket(t, "d", 5, 10, 4), allowed(5, 0, 500*ms)},
+		// 500 ms under T 100 ms -> 250 ms under T 50 ms: a full bucket of 5.
+		{"capacity 5 at 20/s, cost 4: denied for 200 ms", t0, scaledBucket(t, "d", 5, 20, 4), denied(5, 0, 200*ms, 250*ms)},
+		{"stored: the debt now drains at 20/s", t0 + 25*ms, keyReq(OpTTL, "d"), Result{Value: 225 * ms, Kind: KindGCRA}},
+		{"allowed when it said", t0 + 200*ms, scaledBucket(t, "d", 5, 20, 4), allowed(5, 0, 250*ms)},
 	})
 	runScript(t, newEngine(t, 1), []scriptRow{
 		{"5 of 20 at 10/s", t0, scaledBucket(t, "p", 20, 10, 5), allowed(20, 15, 500*ms)},
-		{"a peek under capacity 5", t0, peek("p", 5, 4), denied(5, 3, 25*ms, 125*ms)},
-		// Still 500 ms of 2 s, drained 25 ms at the old rate: 475 ms ->
-		// 118.75 ms of 500 ms.
-		{"the peek stored nothing", t0 + 25*ms, peek("p", 5, 4), denied(5, 3, 18_750_000, 118_750_000)},
+		{"a peek under capacity 5 at 20/s", t0, peek("p", 5, 4), denied(5, 0, 200*ms, 250*ms)},
+		// Still 500 ms under T 100 ms, drained 25 ms at the old rate:
+		// 475 ms -> 237.5 ms under T 50 ms.
+		{"the peek stored nothing", t0 + 25*ms, peek("p", 5, 4), denied(5, 0, 187_500_000, 237_500_000)},
 		{"TTL in the stored parameters", t0 + 25*ms, keyReq(OpTTL, "p"), Result{Value: 475 * ms, Kind: KindGCRA}},
 	})
 }
@@ -124,8 +177,8 @@ func TestPolicyChangeCompactKeys(t *testing.T) {
 		{"scaled denial keeps it compact", t0, scaledBucket(t, "c", 20, 10, 17), denied(20, 16, 100*ms, 400*ms)},
 		{"plain, capacity 10: still no rescale", t0, bucket(t, "c", 10, 10, 0), allowed(10, 6, 400*ms)},
 		{"scaled charge stores capacity 20", t0, scaledBucket(t, "c", 20, 10, 1), allowed(20, 15, 500*ms)},
-		// 500 ms of 2 s -> 250 ms of 1 s.
-		{"now capacity 10 rescales", t0, bucket(t, "c", 10, 10, 0), allowed(10, 7, 250*ms)},
+		// 5 tokens in use, capacity 3: capped at 300 ms.
+		{"now capacity 3 rescales", t0, bucket(t, "c", 3, 10, 0), allowed(3, 0, 300*ms)},
 	})
 	if k := storedKind(t, e, "c"); k != kindGCRAScaled {
 		t.Errorf("slot kind %d, want %d (scaled)", k, kindGCRAScaled)
@@ -240,23 +293,31 @@ func TestPolicyChangeLog(t *testing.T) {
 	})
 }
 
-// TestRescaleBounds: rescaling never overflows, whatever the stored state.
+// TestRescaleBounds: rescaling carries the units in use exactly, rounds
+// up, caps a token bucket at its new tau, and never overflows.
 func TestRescaleBounds(t *testing.T) {
 	now := t0
 	for _, c := range []struct {
 		name                  string
 		st                    scaledState
 		interval, limit, want int64
+		queue                 bool
 	}{
-		{"same parameters", scaledState{now + 5, 1, 10}, 1, 10, now + 5},
-		{"empty state", scaledState{now - 5, 1, 10}, 7, 3, now - 5},
-		{"exact", scaledState{now + 300*ms, 100 * ms, 10}, 100 * ms, 20, now + 600*ms},
-		{"rounds up", scaledState{now + 1, 3, 1}, 1, 1, now + 1},
-		{"largest tau both ways", scaledState{now + MaxDuration, 1, MaxDuration}, MaxDuration, 1, now + MaxDuration},
-		{"debt above its tau is clamped", scaledState{now + MaxDuration, 1, 1}, 1, MaxDuration, now + MaxDuration},
-		{"tiny new tau", scaledState{now + MaxDuration, MaxDuration, 1}, 1, 1, now + 1},
+		{"same parameters", scaledState{now + 5, 1, 10}, 1, 10, now + 5, false},
+		{"empty state", scaledState{now - 5, 1, 10}, 7, 3, now - 5, false},
+		{"capacity raised: debt kept", scaledState{now + 300*ms, 100 * ms, 10}, 100 * ms, 20, now + 300*ms, false},
+		{"capacity lowered: capped at the new tau", scaledState{now + 1200*ms, 100 * ms, 20}, 100 * ms, 5, now + 500*ms, false},
+		{"queue: never capped", scaledState{now + 1200*ms, 100 * ms, 20}, 50 * ms, 5, now + 600*ms, true},
+		{"rate: the half token carried", scaledState{now + 225*ms, 50 * ms, 10}, 250 * ms, 10, now + 1125*ms, false},
+		{"rounds up", scaledState{now + 1, 3, 1}, 1, 1, now + 1, false},
+		{"a key in debt never reads full", scaledState{now + 1, MaxDuration / 10, 10}, 1, 10, now + 1, false},
+		{"largest tau both ways", scaledState{now + MaxDuration, 1, MaxDuration}, MaxDuration, 1, now + MaxDuration, false},
+		{"debt above its tau is capped", scaledState{now + MaxDuration, 1, 1}, 1, MaxDuration, now + MaxDuration, false},
+		{"overflowing product is capped", scaledState{now + MaxDuration, 1, MaxDuration}, 2, 3, now + 6, false},
+		{"overflowing queue is clamped", scaledState{now + MaxDuration, 1, 1}, 2, 3, now + MaxDuration, true},
+		{"tiny new interval", scaledState{now + MaxDuration, MaxDuration, 1}, 1, 1, now + 1, false},
 	} {
-		if got := rescale(now, &c.st, c.interval, c.limit, false); got != c.want {
+		if got := rescale(now, &c.st, c.interval, c.limit, c.queue); got != c.want {
 			t.Errorf("%s: rescale = now%+d, want now%+d", c.name, got-now, c.want-now)
 		}
 	}
@@ -301,8 +362,8 @@ func TestScaledRecords(t *testing.T) {
 	if k := storedKind(t, f, "h"); k != kindShapeScaled {
 		t.Errorf("imported h has slot kind %d", k)
 	}
-	// The parameters came along: capacity 20 reads 40% of 2 s.
-	if got := do1(t, f, t0, bucket(t, "g", 20, 10, 0)); got != allowed(20, 12, 800*ms) {
+	// The parameters came along: 4 tokens at 20/s are 200 ms.
+	if got := do1(t, f, t0, bucket(t, "g", 10, 20, 0)); got != allowed(10, 6, 200*ms) {
 		t.Errorf("after import: %+v", got)
 	}
 	for _, bad := range [][]int64{

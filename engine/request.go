@@ -92,17 +92,23 @@ var (
 	ErrPeriodTooLong = errors.New("capacity divided by rate exceeds the longest supported period")
 	ErrClosed        = errors.New("engine closed")
 
-	ErrZeroRate         = errors.New("zero rates are not supported")
-	ErrBadBurst         = errors.New("max burst must be a non-negative integer")
-	ErrBadPeriod        = errors.New("period must be a number of seconds above 0 and below 1e12")
-	ErrBadTokens        = errors.New("tokens must be a positive integer")
-	ErrBadLimit         = errors.New("limit must be a positive integer")
-	ErrLimitTooLarge    = errors.New("limit exceeds the largest supported limit (2^60)")
-	ErrLogLimitTooLarge = errors.New("limit exceeds the sliding log maximum of 100000")
-	ErrBadWindow        = errors.New("window must be a positive integer")
-	ErrWindowTooLong    = errors.New("window exceeds the longest supported duration")
-	ErrBadRecord        = errors.New("invalid state record")
-	ErrBadRequest       = errors.New("request outside every constructor's bounds")
+	ErrZeroRate  = errors.New("zero rates are not supported")
+	ErrBadBurst  = errors.New("max burst must be a non-negative integer")
+	ErrBadPeriod = errors.New("period must be a number of seconds above 0 and below 1e12")
+	ErrBadTokens = errors.New("tokens must be a positive integer")
+
+	// ErrGCRATokensOverflow and ErrGCRABurstOverflow are the GCRA
+	// arguments Redis refuses because its microsecond arithmetic would
+	// overflow int64 (GCRAAt).
+	ErrGCRATokensOverflow = errors.New("period, tokens_per_period and tokens overflow microsecond time")
+	ErrGCRABurstOverflow  = errors.New("period, tokens_per_period and max_burst overflow microsecond time")
+	ErrBadLimit           = errors.New("limit must be a positive integer")
+	ErrLimitTooLarge      = errors.New("limit exceeds the largest supported limit (2^60)")
+	ErrLogLimitTooLarge   = errors.New("limit exceeds the sliding log maximum of 100000")
+	ErrBadWindow          = errors.New("window must be a positive integer")
+	ErrWindowTooLong      = errors.New("window exceeds the longest supported duration")
+	ErrBadRecord          = errors.New("invalid state record")
+	ErrBadRequest         = errors.New("request outside every constructor's bounds")
 
 	// ErrGroupAborted is the Result.Err of the tiers of an all-or-nothing
 	// group (Request.Tiers) that did not fail themselves while another
@@ -145,9 +151,10 @@ type Request struct {
 	// at run time (OpGCRA and OpShape; the window algorithms ignore it).
 	// A Scaled request that writes stores the parameters (Interval,
 	// Limit) with the state, and any request that later meets such a
-	// state with other parameters first rescales it so that the fraction
-	// of the capacity in use is kept. The rules, per algorithm, are in
-	// DESIGN.md (engine) and scaled.go.
+	// state with other parameters first rescales it: the units in use
+	// are kept (a token bucket's capped at the new capacity) and refill
+	// at the new rate. The rules, per algorithm, are in DESIGN.md
+	// (engine) and scaled.go.
 	Scaled bool
 
 	// Op, ReadOnly, Tiers and Scaled share the word before Key: a

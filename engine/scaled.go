@@ -15,24 +15,37 @@ import "math/bits"
 // works on them).
 //
 // The rule: a request whose (Interval, Limit) differ from the stored ones
-// first rescales the state, then decides as usual. A token bucket keeps
-// the fraction of its capacity in use; a queue (SHAPE) keeps the units it
-// holds, which are requests already admitted and waiting, and serves them
-// at the new rate. With debt d = v - now (v the stored TAT or schedule
-// end, d > 0; a state with d <= 0 is empty and needs nothing), and
-// tau = Limit*Interval:
+// first rescales the state, then decides as usual. Both algorithms keep
+// the units in use: a token bucket the tokens in use, capped at the new
+// capacity, a queue (SHAPE) the units it holds (requests already admitted
+// and waiting, never capped: they were promised a place). Either way the
+// units refill (are served) at the new rate. With debt d = v - now (v the
+// stored TAT or schedule end, d > 0; a state with d <= 0 is empty and
+// needs nothing), units in use d/Interval_old:
 //
-//	GCRA:  d' = ceil(d * tau_new / tau_old)
-//	SHAPE: d' = ceil(d * Interval_new / Interval_old)
+//	GCRA:  d' = min(ceil(d * Interval_new / Interval_old), Limit_new*Interval_new)
+//	SHAPE: d' = ceil(d * Interval_new / Interval_old)    (clamped to MaxDuration)
 //
-// in 128-bit integers (a result above MaxDuration, possible only for a
-// state whose debt exceeds its own tau, is clamped to MaxDuration).
+// in 128-bit integers. The units in use are carried exactly, the fraction
+// of the token in progress included: d' / Interval_new = d / Interval_old
+// up to the rounding. Rounding d' up, never down, means no token, not even
+// the next one by a nanosecond, comes earlier than the carried state says
+// (whole tokens available, floor((tau - d')/T), can only be as many or
+// fewer), and a key in debt never reads as full (d > 0 gives d' > 0).
+// Rounding the tokens in use to whole tokens instead would restart the
+// token in progress, so merely raising a capacity would delay the key's
+// next token. A raised capacity therefore admits at once by the
+// difference (2 of 2 used under capacity 10: 8 left); a lowered one
+// leaves at most one full bucket of the new policy owed (12 of 20 used
+// under capacity 5: empty, the next token in Interval_new). A changed
+// rate keeps the tokens in use and refills them at the new rate. The cap
+// also keeps every rescaled GCRA debt within Validate's tau bound.
 //
 // A request that writes (not read-only, cost > 0) stores the rescaled
 // state with its own parameters, whether it is allowed (then charged on
 // top) or denied, alone or as a tier of a group, charged or rejected (a
-// rescale admits nothing: the fraction in use is the same before and
-// after). From then on the state drains at the new rate. A read-only
+// rescale charges nothing itself; a raised capacity only admits later
+// requests sooner). From then on the state drains at the new rate. A read-only
 // request (a peek, cost 0, and the read-only evaluation of a group's
 // tiers) reads the state rescaled to its parameters at its now and stores
 // nothing, so between a change and the first writing request the state
@@ -77,27 +90,29 @@ func (t *table) setKind(i int, k Kind) {
 }
 
 // rescale returns st's value as seen under interval and limit at now
-// (see the rule above): keeping the units queued when queue is set (SHAPE),
-// the fraction of the capacity in use otherwise (GCRA).
+// (see the rule above): the units in use carried at the new interval,
+// capped at the new capacity unless queue is set (SHAPE).
 func rescale(now int64, st *scaledState, interval, limit int64, queue bool) int64 {
-	if (st.interval == interval && (queue || st.limit == limit)) || st.val <= now {
+	if st.val <= now || (st.interval == interval && (queue || st.limit == limit)) {
 		return st.val
 	}
+	ceiling := uint64(MaxDuration)
+	if !queue {
+		ceiling = uint64(limit * interval) // <= MaxDuration: Validate's bound
+	}
 	d := uint64(st.val - now)
-	tauOld := uint64(st.limit * st.interval) // <= MaxDuration: checked when stored
-	tauNew := uint64(limit * interval)       // <= MaxDuration: Validate's bound
-	if queue {
-		tauOld, tauNew = uint64(st.interval), uint64(interval)
+	if st.interval == interval {
+		return now + int64(min(d, ceiling))
 	}
-	hi, lo := bits.Mul64(d, tauNew)
-	if hi >= tauOld {
-		return now + MaxDuration // the quotient would not fit 64 bits
+	hi, lo := bits.Mul64(d, uint64(interval))
+	if hi >= uint64(st.interval) {
+		return now + int64(ceiling) // the quotient would not fit 64 bits
 	}
-	q, rem := bits.Div64(hi, lo, tauOld)
+	q, rem := bits.Div64(hi, lo, uint64(st.interval))
 	if rem != 0 {
 		q++
 	}
-	return now + int64(min(q, uint64(MaxDuration)))
+	return now + int64(min(q, ceiling))
 }
 
 // rescaleOnly stores the rescaled state of r's key under r's parameters

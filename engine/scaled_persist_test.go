@@ -49,9 +49,9 @@ func TestScaledSnapshotRoundTrip(t *testing.T) {
 	if err := f.Import(ctx, h.ClockNanos, got); err != nil {
 		t.Fatal(err)
 	}
-	// 400 ms of 1 s used; capacity 20: 800 ms of 2 s, 12 tokens left.
-	if r := algDo(t, f, t0, algReq(engine.TokenBucket([]byte("g"), 20, 10, 0))); r.Remaining != 12 || r.ResetAfter != 800*ms {
-		t.Errorf("after the round trip, capacity 20: %+v", r)
+	// 4 tokens in use at 10/s; at 20/s: 200 ms, 6 of 10 left.
+	if r := algDo(t, f, t0, algReq(engine.TokenBucket([]byte("g"), 10, 20, 0))); r.Remaining != 6 || r.ResetAfter != 200*ms {
+		t.Errorf("after the round trip, 20/s: %+v", r)
 	}
 	// The compact key is read as it is.
 	if r := algDo(t, f, t0, algReq(engine.TokenBucket([]byte("plain"), 20, 10, 0))); r.Remaining != 19 || r.ResetAfter != 100*ms {

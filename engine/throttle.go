@@ -46,13 +46,31 @@ func Throttle(key []byte, maxBurst, countPerPeriod, periodNanos, quantity int64)
 
 // GCRA builds a request for Redis 8.8's GCRA command: at most maxBurst+1
 // tokens at once, refilled at tokensPerPeriod tokens per periodSec seconds,
-// taking tokens tokens. Validation follows Redis: maxBurst >= 0
-// (ErrBadBurst), tokensPerPeriod >= 1 (ErrBadRate), 0 < periodSec < 1e12
-// (ErrBadPeriod), tokens >= 1 (ErrBadTokens). Redis keeps the emission
-// interval in whole microseconds, round(periodSec*1e6/tokensPerPeriod) and
-// at least 1; T here is that many microseconds in ns, so both servers take
-// the same decisions. Limit*T above MaxDuration is ErrPeriodTooLong.
+// taking tokens tokens. It is GCRAAt with no clock: the overflow check that
+// needs the time is skipped.
 func GCRA(key []byte, maxBurst, tokensPerPeriod int64, periodSec float64, tokens int64) (Request, error) {
+	return GCRAAt(0, key, maxBurst, tokensPerPeriod, periodSec, tokens)
+}
+
+// GCRAAt builds a GCRA request checked as Redis checks it at nowNanos.
+// Validation follows Redis, in its order: maxBurst >= 0 (ErrBadBurst),
+// tokensPerPeriod >= 1 (ErrBadRate), 0 < periodSec < 1e12 (ErrBadPeriod),
+// tokens >= 1 (ErrBadTokens). Redis keeps the emission interval in whole
+// microseconds, round(periodSec*1e6/tokensPerPeriod) and at least 1; T
+// here is that many microseconds in ns, so both servers take the same
+// decisions. Redis then refuses, as overflows of its int64 microseconds,
+// an interval times tokens above MaxInt64 (ErrGCRATokensOverflow), an
+// interval times its capacity (maxBurst+1, or MaxInt64 for a maxBurst of
+// MaxInt64) above MaxInt64 (ErrGCRABurstOverflow), and a TAT that would
+// pass MaxInt64: now (in whole milliseconds, as Redis reads its clock)
+// plus interval times tokens (ErrGCRATokensOverflow; checked against an
+// empty bucket, since the stored TAT is not known here: a key in debt can
+// only make the sum larger, and such a cost is far above any capacity
+// rlserver accepts, so it is denied, never allowed). Only then does
+// rlserver's own bound apply: Limit*T above MaxDuration (2^60 ns, about
+// 36 years, where Redis's microseconds reach about 292,000 years) is
+// ErrPeriodTooLong.
+func GCRAAt(nowNanos int64, key []byte, maxBurst, tokensPerPeriod int64, periodSec float64, tokens int64) (Request, error) {
 	if maxBurst < 0 {
 		return Request{}, ErrBadBurst
 	}
@@ -65,17 +83,26 @@ func GCRA(key []byte, maxBurst, tokensPerPeriod int64, periodSec float64, tokens
 	if tokens < 1 {
 		return Request{}, ErrBadTokens
 	}
-	if maxBurst >= MaxDuration {
-		return Request{}, ErrPeriodTooLong
-	}
 	// Explicit conversions round each step, as the C code does, so no
-	// fused multiply-add can change the result.
+	// fused multiply-add can change the result. periodSec < 1e12 keeps
+	// the interval below 1e18 us: it fits an int64.
 	periodUs := float64(periodSec * 1e6)
-	intervalUs := math.Floor(float64(periodUs/float64(tokensPerPeriod)) + 0.5)
-	if intervalUs > float64(MaxDuration/1000) {
+	intervalUs := max(int64(math.Floor(float64(periodUs/float64(tokensPerPeriod))+0.5)), 1)
+	capacity := maxBurst
+	if capacity < math.MaxInt64 {
+		capacity++
+	}
+	switch {
+	case intervalUs > math.MaxInt64/tokens:
+		return Request{}, ErrGCRATokensOverflow
+	case intervalUs > math.MaxInt64/capacity:
+		return Request{}, ErrGCRABurstOverflow
+	case nowNanos > 0 && intervalUs*tokens > math.MaxInt64-nowNanos/1e6*1e3:
+		return Request{}, ErrGCRATokensOverflow
+	case maxBurst >= MaxDuration, intervalUs > MaxDuration/1000:
 		return Request{}, ErrPeriodTooLong
 	}
-	interval := max(int64(intervalUs), 1) * 1000
+	interval := intervalUs * 1000
 	limit := maxBurst + 1
 	if interval > MaxDuration/limit {
 		return Request{}, ErrPeriodTooLong

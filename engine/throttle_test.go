@@ -217,8 +217,16 @@ func TestThrottleGCRAConstructor(t *testing.T) {
 		{"period 1e12", 1, 1, 1e12, 1, 0, 0, engine.ErrBadPeriod},
 		{"zero tokens", 1, 1, 1, 0, 0, 0, engine.ErrBadTokens},
 		{"interval overflows ns", 0, 1, 1e11, 1, 0, 0, engine.ErrPeriodTooLong},
-		{"tau overflows", 1 << 40, 1, 1e6, 1, 0, 0, engine.ErrPeriodTooLong},
-		{"burst of MaxInt64", math.MaxInt64, 1, 1, 1, 0, 0, engine.ErrPeriodTooLong},
+		// Redis's int64 microseconds overflow: refused with Redis's texts.
+		{"tau overflows Redis's microseconds", 1 << 40, 1, 1e6, 1, 0, 0, engine.ErrGCRABurstOverflow},
+		{"burst of MaxInt64", math.MaxInt64, 1, 1, 1, 0, 0, engine.ErrGCRABurstOverflow},
+		{"tokens of MaxInt64", 0, 1, 1, math.MaxInt64, 0, 0, engine.ErrGCRATokensOverflow},
+		{"tokens times 10 s overflow", 0, 1, 10, 1 << 40, 0, 0, engine.ErrGCRATokensOverflow},
+		{"tokens times 10 s fit: a denial", 0, 1, 10, 1 << 39, 10 * algSec, 1, nil},
+		{"tokens checked before max_burst", math.MaxInt64, 1, 1, math.MaxInt64, 0, 0, engine.ErrGCRATokensOverflow},
+		// Within Redis's range, beyond rlserver's 2^60 ns.
+		{"tau beyond 2^60 ns", 1 << 20, 1, 1e6, 1, 0, 0, engine.ErrPeriodTooLong},
+		{"burst of MaxInt64 at 1 us", math.MaxInt64, 1_000_000, 1, 1, 0, 0, engine.ErrPeriodTooLong},
 	} {
 		r, err := engine.GCRA(k, tc.burst, tc.tpp, tc.period, tc.tokens)
 		if !errors.Is(err, tc.err) {
@@ -242,5 +250,39 @@ func TestThrottleHugeQuantityNeverWraps(t *testing.T) {
 	got := algDo(t, e, algT0, r)
 	if got.Allowed || got.RetryAfter != -1 || got.Remaining != 1<<40+1 || got.ResetAfter != 0 {
 		t.Errorf("got %+v", got)
+	}
+}
+
+// TestGCRAAtOverflow: Redis refuses a TAT that would pass MaxInt64
+// microseconds, now (whole milliseconds, as Redis reads its clock) plus
+// interval*tokens; GCRA, with no clock, skips that check.
+func TestGCRAAtOverflow(t *testing.T) {
+	const (
+		t0    = int64(1_700_000_000_000_000_000) // ns; 1.7e15 us
+		t0Us  = t0 / 1000
+		late  = t0 + 999_999 // the same millisecond
+		limit = math.MaxInt64 - t0Us
+	)
+	k := []byte("k")
+	for _, tc := range []struct {
+		name   string
+		now    int64
+		tokens int64
+		err    error
+	}{
+		{"the sum at MaxInt64", t0, limit, nil},
+		{"1 us past MaxInt64", t0, limit + 1, engine.ErrGCRATokensOverflow},
+		{"now is truncated to the millisecond", late, limit, nil},
+		{"MaxInt64 tokens of 1 us", t0, math.MaxInt64, engine.ErrGCRATokensOverflow},
+		{"no clock: not checked", 0, math.MaxInt64, nil},
+	} {
+		// 1e6 tokens per second: an interval of 1 us.
+		_, err := engine.GCRAAt(tc.now, k, 0, 1_000_000, 1, tc.tokens)
+		if !errors.Is(err, tc.err) {
+			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.err)
+		}
+	}
+	if _, err := engine.GCRA(k, 0, 1_000_000, 1, math.MaxInt64); err != nil {
+		t.Errorf("GCRA without a clock: %v", err)
 	}
 }

@@ -20,8 +20,9 @@
 //
 // Resolve turns (policy, key, cost) into an engine.Request marked Scaled:
 // the engine keeps the parameters with the state and rescales it when a
-// policy's parameters change, keeping the fraction of the limit in use
-// (see docs/policies.md for the rules per algorithm).
+// policy's parameters change: a token bucket keeps the tokens in use,
+// capped at the new capacity, and refills them at the new rate (see
+// docs/policies.md for the rules per algorithm).
 package policy
 
 import (

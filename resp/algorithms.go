@@ -96,11 +96,10 @@ func batchGCRA(_ *argMemo, reqs []engine.Request, args [][]byte) ([]engine.Reque
 	if len(args) > 7 {
 		return reqs, wrongArity("gcra")
 	}
+	// Redis parses max_burst with getPositiveLongFromObjectOrReply, whose
+	// one message answers a non-number and a negative number alike.
 	burst, ok := parseInt(args[2])
-	if !ok {
-		return reqs, errNotInteger
-	}
-	if burst < 0 {
+	if !ok || burst < 0 {
 		return reqs, errRangePositive
 	}
 	perPeriod, ok := parseInt(args[3])
@@ -133,7 +132,9 @@ func batchGCRA(_ *argMemo, reqs []engine.Request, args [][]byte) ([]engine.Reque
 			return reqs, errRangeOneToMax
 		}
 	}
-	req, err := engine.GCRA(args[1], burst, perPeriod, period, tokens)
+	// The clock is read here only to refuse what Redis refuses as an
+	// overflow at this time; the decision takes the batch's time.
+	req, err := engine.GCRAAt(nowNanos(), args[1], burst, perPeriod, period, tokens)
 	if err != nil {
 		return reqs, engineErrorText(err)
 	}

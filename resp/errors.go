@@ -55,6 +55,10 @@ func engineErrorText(err error) string {
 		return "ERR period must be > 0 and < 1e12"
 	case errors.Is(err, engine.ErrBadTokens):
 		return errRangeOneToMax
+	case errors.Is(err, engine.ErrGCRATokensOverflow):
+		return "ERR GCRA limiting uses microsecond accuracy. Combination of period, tokens_per_period and TOKENS would cause an overflow"
+	case errors.Is(err, engine.ErrGCRABurstOverflow):
+		return "ERR GCRA limiting uses microsecond accuracy. Combination of period, tokens_per_period and max_burst would cause an overflow"
 	case errors.Is(err, engine.ErrBadLimit):
 		return "ERR limit must be an integer >= 1"
 	case errors.Is(err, engine.ErrLimitTooLarge):
