@@ -138,3 +138,24 @@ func TestClientDocsDependency(t *testing.T) {
 		}
 	}
 }
+
+// TestAptNoRecommends pins issue 16 point 17: make test and CI install
+// their tools without recommended packages (chromium's recommendations
+// alone brought avahi, cups helpers and upower; headless Chromium with
+// --no-sandbox needs none of them).
+func TestAptNoRecommends(t *testing.T) {
+	for _, path := range []string{"../Makefile", "../.ci/run"} {
+		n := 0
+		for i, line := range strings.Split(readFile(t, path), "\n") {
+			for _, cmd := range regexp.MustCompile(`apt-get install[^;&|]*`).FindAllString(line, -1) {
+				n++
+				if !strings.Contains(cmd, " --no-install-recommends") {
+					t.Errorf("%s line %d: %s", path, i+1, strings.TrimSpace(cmd))
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s installs nothing with apt-get", path)
+		}
+	}
+}
