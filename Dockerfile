@@ -4,6 +4,9 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
+# The version rlserver reports (--version, INFO server, the start line):
+#   docker build --build-arg VERSION=$(git describe --tags --always) -t rlserver .
+# (.dockerignore keeps .git out of the context, so it is read here, outside.)
 ARG VERSION=docker
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/rlserver ./cmd/rlserver \
  && mkdir -p /out/data

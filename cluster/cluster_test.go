@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -41,7 +40,6 @@ func testConfig(id, dir, addr string) Config {
 		ElectionTimeout:  600 * time.Millisecond,
 		CommitTimeout:    3 * time.Second,
 		NoSync:           true,
-		RaftLog:          io.Discard,
 	}
 }
 

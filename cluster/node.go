@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/rlserver/rlserver/engine"
@@ -89,10 +88,10 @@ type Config struct {
 
 	NoSync bool // skip fsync of the log: for tests only, loses acknowledged writes on power loss
 
-	Logger       *slog.Logger // default: discard
-	RaftLogLevel string       // hclog level for Raft's own log (default "warn")
-	RaftLogJSON  bool         // Raft's own log as JSON lines (--log-format json)
-	RaftLog      io.Writer    // where Raft's own log goes (default os.Stderr)
+	// Logger receives the node's lines and Raft's own (through an hclog
+	// adapter, with logger=raft), in its format and at its level. Default:
+	// discard.
+	Logger *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -119,12 +118,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if c.RaftLogLevel == "" {
-		c.RaftLogLevel = "warn"
-	}
-	if c.RaftLog == nil {
-		c.RaftLog = os.Stderr
 	}
 }
 
@@ -153,7 +146,8 @@ type Node struct {
 	resp  map[string]string // node id -> RESP address, learned from hellos
 	conns map[net.Conn]bool // inbound forward connections, closed on Close
 
-	noTransfer bool // Close skips the leadership hand-off (tests: a crash)
+	noTransfer bool        // Close skips the leadership hand-off (tests: a crash)
+	shutting   atomic.Bool // Close began: Raft's shutdown errors are expected (hclog.go)
 
 	expired       atomic.Int64 // keys dropped by Sweep (status.go)
 	mem           nodeMemory   // maxmemory (memory.go)
@@ -216,12 +210,7 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 	}
 	n.mux = newMux(ln, advertiseAddr(adv), n.serveForward, cfg.DialTLS)
 
-	hlog := hclog.New(&hclog.LoggerOptions{
-		Name:       "raft",
-		Level:      hclog.LevelFromString(cfg.RaftLogLevel),
-		Output:     cfg.RaftLog,
-		JSONFormat: cfg.RaftLogJSON,
-	})
+	hlog := newHCLog(cfg.Logger, "raft", n.shutting.Load)
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  n.mux,
 		MaxPool: 4,
@@ -353,6 +342,7 @@ func (n *Node) trackConn(c net.Conn, add bool) {
 func (n *Node) Close() error {
 	var err error
 	n.once.Do(func() {
+		n.shutting.Store(true)
 		if !n.noTransfer && n.raft.State() == raft.Leader && n.voters() > 1 {
 			f := n.raft.LeadershipTransfer()
 			done := make(chan struct{})

@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/rlserver/rlserver/cluster"
@@ -89,7 +88,7 @@ func (c *clusterOptions) check() error {
 
 // openCluster starts the Raft node over eng, with its state in dir/raft,
 // and starts joining in the background when asked to.
-func openCluster(ctx context.Context, c clusterOptions, eng *engine.Engine, dir string, respAddr net.Addr, password, logLevel string, logJSON bool, sec security, log *slog.Logger) (*cluster.Node, error) {
+func openCluster(ctx context.Context, c clusterOptions, eng *engine.Engine, dir string, respAddr net.Addr, password string, sec security, log *slog.Logger) (*cluster.Node, error) {
 	peers, _ := cluster.ParsePeers(c.peers)
 	adv := c.advertise
 	if adv == "" {
@@ -99,10 +98,6 @@ func openCluster(ctx context.Context, c clusterOptions, eng *engine.Engine, dir 
 				adv = net.JoinHostPort(h, port)
 			}
 		}
-	}
-	raftLevel := "warn"
-	if strings.EqualFold(logLevel, "debug") {
-		raftLevel = "debug"
 	}
 	n, err := cluster.Open(cluster.Config{
 		NodeID:            c.nodeID,
@@ -118,8 +113,6 @@ func openCluster(ctx context.Context, c clusterOptions, eng *engine.Engine, dir 
 		SnapshotThreshold: c.snapshotThreshold,
 		SnapshotInterval:  c.snapshotInterval,
 		Logger:            log,
-		RaftLogLevel:      raftLevel,
-		RaftLogJSON:       logJSON,
 		TLS:               sec.clusterServer,
 		DialTLS:           sec.clusterDial,
 	}, eng)

@@ -218,7 +218,7 @@ func run(o options) error {
 	var backend resp.Backend = resp.Standalone{Engine: eng}
 	var node *cluster.Node
 	if o.cluster.nodeID != "" {
-		node, err = openCluster(context.Background(), o.cluster, eng, o.dir, ln.Addr(), o.requirePass, o.logLevel, o.ops.logFormat == "json", sec, log)
+		node, err = openCluster(context.Background(), o.cluster, eng, o.dir, ln.Addr(), o.requirePass, sec, log)
 		if err != nil {
 			return err
 		}
