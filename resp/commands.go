@@ -38,7 +38,7 @@ func init() {
 			summary: "Returns information and statistics about the server.", group: "server", since: "1.0.0", handler: cmdInfo},
 		clientCommand(),
 		commandCommand(),
-		configCommand(configSetCommand()),
+		configCommand(configSetCommand(), configResetStatCommand()),
 	)
 }
 

@@ -93,6 +93,7 @@ type Server struct {
 	cmdStats     []cmdStats // by command id
 	batchLatency histogram
 	errStats     errorStats
+	base         statsBase // the counters at CONFIG RESETSTAT, for INFO (stats.go)
 	top          topKeys
 	ops          opsSampler
 	maxKeyLen    atomic.Int64 // Config.MaxKeyLen, changed by CONFIG SET
