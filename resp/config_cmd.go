@@ -162,7 +162,7 @@ func errConfigSetFailed(name, why string) string {
 }
 
 func errUnknownSetting(name string) string {
-	return errUnknownSetting(name)
+	return "ERR Unknown option or number of arguments for CONFIG SET - '" + sanitize([]byte(name), 64) + "'"
 }
 
 func configResetStatCommand() *command {
