@@ -37,7 +37,7 @@ func configSetCommand() *command {
 //
 //  1. Every name must be known (else "Unknown option ..." naming the first
 //     unknown one) and given once (a name or its alias twice: "duplicate
-//     parameter").
+//     parameter"); these errors name the argument as given, as Redis's.
 //  2. The pairs are taken in order. A setting of the edge's own
 //     (checkSetting) is only checked here; any other (log level, save
 //     interval...) is applied at once through Config.ConfigSet. The first
@@ -65,14 +65,14 @@ func cmdConfigSet(s *Server, c *client, args [][]byte) outcome {
 		}
 		_, known := old[names[i]]
 		if _, own := s.checkSetting(keys[i], ""); !known && !own {
-			c.rep.error(errUnknownSetting(names[i]))
+			c.rep.error(errUnknownSetting(string(args[2+2*i])))
 			return cmdOK
 		}
 	}
 	for i := range n {
 		for j := range i {
 			if keys[j] == keys[i] {
-				c.rep.error(errConfigSetFailed(names[i], "duplicate parameter"))
+				c.rep.error(errConfigSetFailed(string(args[2+2*i]), "duplicate parameter"))
 				return cmdOK
 			}
 		}
