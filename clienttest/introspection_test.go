@@ -1,6 +1,7 @@
 package clienttest
 
 import (
+	"bufio"
 	"context"
 	"net"
 	"os"
@@ -531,4 +532,15 @@ func TestClientReply(t *testing.T) {
 	allow := "*4\r\n$8\r\nRL.ALLOW\r\n$1\r\nk\r\n$2\r\n10\r\n$5\r\n0.001\r\n"
 	rc.do("*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$3\r\nOFF\r\n"+allow+allow+"*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$2\r\nON\r\n"+allow,
 		"+OK\r\n*4\r\n:1\r\n:7\r\n")
+	// RESET turns replies back on and answers, as Redis's.
+	for name, addr := range map[string]string{"rlserver": s.addr, "redis-server": realRedis(t)} {
+		nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatalf("dial %s: %v", addr, err)
+		}
+		rc := &rawConn{t: t, c: nc, r: bufio.NewReader(nc)}
+		rc.do("CLIENT REPLY OFF\r\nPING x\r\nRESET\r\nPING\r\n", "+RESET\r\n+PONG\r\n")
+		nc.Close()
+		_ = name
+	}
 }

@@ -414,6 +414,17 @@ func cmdClientReply(_ *Server, c *client, args [][]byte) outcome {
 	return cmdOK
 }
 
+// resetReplyMode is RESET's part: replies are on again from this one on,
+// unless this command is the one a SKIP drops (as in Redis, which clears
+// OFF and a pending SKIP but not the current one).
+func (c *client) resetReplyMode() {
+	c.replyOff, c.replySkipNext = false, false
+	if !c.replySkip {
+		c.rep.conn.unmute()
+	}
+	c.quiet = c.replySkip
+}
+
 // processQuiet runs one command while CLIENT REPLY is OFF or SKIP: each
 // command is answered on its own (its batch flushed) so that exactly its
 // replies are dropped. A SKIP read before this command applies to it.

@@ -245,7 +245,9 @@ func cmdReset(s *Server, c *client, _ [][]byte) outcome {
 	s.setUser(c, s.initialUser())
 	c.mu.Lock()
 	c.name = ""
+	c.noEvict = false
 	c.mu.Unlock()
+	c.resetReplyMode() // client.go
 	c.rep.conn.WriteString("RESET")
 	return cmdOK
 }
