@@ -18,14 +18,7 @@ func commandCommand() *command {
 			}},
 		&command{name: "command|list", arity: -2, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"},
 			summary: "Returns a list of command names.", group: "server", since: "7.0.0",
-			handler: func(_ *Server, c *client, _ [][]byte) outcome {
-				names := sortedNames()
-				c.rep.conn.WriteArray(len(names))
-				for _, n := range names {
-					c.rep.conn.WriteBulkString(n)
-				}
-				return cmdOK
-			}},
+			handler: cmdCommandList},
 		&command{name: "command|info", arity: -2, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"},
 			summary: "Returns information about one, multiple or all commands.", group: "server", since: "2.8.13",
 			handler: func(_ *Server, c *client, args [][]byte) outcome {
@@ -235,4 +228,63 @@ func writeCommandDocs(r *replier, c *command) {
 			writeCommandDocs(r, sc)
 		}
 	}
+}
+
+// cmdCommandList: COMMAND LIST [FILTERBY MODULE name | ACLCAT category |
+// PATTERN glob]. Without a filter it names the commands (COMMAND COUNT of
+// them). A filter, as Redis's, looks at subcommands too ("config|get"):
+// ACLCAT takes a category without its '@' (an unknown one matches
+// nothing), PATTERN a glob matched against the full name ignoring case,
+// MODULE a module's name (rlserver has none: always empty). Anything else
+// is a syntax error.
+func cmdCommandList(_ *Server, c *client, args [][]byte) outcome {
+	if len(args) == 2 {
+		names := sortedNames()
+		c.rep.conn.WriteArray(len(names))
+		for _, n := range names {
+			c.rep.conn.WriteBulkString(n)
+		}
+		return cmdOK
+	}
+	if len(args) != 5 || !equalFold(args[2], "filterby") {
+		c.rep.error(errSyntax)
+		return cmdOK
+	}
+	arg := strings.ToLower(string(args[4]))
+	var keep func(*command) bool
+	switch {
+	case equalFold(args[3], "module"):
+		keep = func(*command) bool { return false }
+	case equalFold(args[3], "aclcat"):
+		keep = func(cmd *command) bool {
+			for _, a := range cmd.acl {
+				if a[1:] == arg {
+					return true
+				}
+			}
+			return false
+		}
+	case equalFold(args[3], "pattern"):
+		keep = func(cmd *command) bool { return globMatch(arg, cmd.name) }
+	default:
+		c.rep.error(errSyntax)
+		return cmdOK
+	}
+	var names []string
+	for _, n := range sortedNames() {
+		cmd := commands[n]
+		if keep(cmd) {
+			names = append(names, cmd.name)
+		}
+		for _, sc := range cmd.subcommands {
+			if keep(sc) {
+				names = append(names, sc.name)
+			}
+		}
+	}
+	c.rep.conn.WriteArray(len(names))
+	for _, n := range names {
+		c.rep.conn.WriteBulkString(n)
+	}
+	return cmdOK
 }

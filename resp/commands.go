@@ -38,7 +38,7 @@ func init() {
 			summary: "Returns information and statistics about the server.", group: "server", since: "1.0.0", handler: cmdInfo},
 		clientCommand(),
 		commandCommand(),
-		configCommand(configSetCommand()),
+		configCommand(configSetCommand(), configResetStatCommand()),
 	)
 }
 
@@ -245,7 +245,9 @@ func cmdReset(s *Server, c *client, _ [][]byte) outcome {
 	s.setUser(c, s.initialUser())
 	c.mu.Lock()
 	c.name = ""
+	c.noEvict = false
 	c.mu.Unlock()
+	c.resetReplyMode() // client.go
 	c.rep.conn.WriteString("RESET")
 	return cmdOK
 }
@@ -345,49 +347,10 @@ func clientCommand() *command {
 			c.rep.verbatim(c.info(time.Now()) + "\n")
 			return cmdOK
 		}),
-		admin(sub("client", "list", -2, []string{"admin", "noscript", "loading", "stale"}, "Lists open connections.", func(s *Server, c *client, args [][]byte) outcome {
-			var ids map[int64]bool
-			for i := 2; i < len(args); i++ {
-				switch {
-				case equalFold(args[i], "type") && i+1 < len(args):
-					if !equalFold(args[i+1], "normal") {
-						c.rep.verbatim("")
-						return cmdOK
-					}
-					i++
-				case equalFold(args[i], "id") && i+1 < len(args):
-					ids = map[int64]bool{}
-					for i++; i < len(args); i++ {
-						id, ok := parseInt(args[i])
-						if !ok || id <= 0 {
-							c.rep.error("ERR Invalid client ID")
-							return cmdOK
-						}
-						ids[id] = true
-					}
-				default:
-					c.rep.error(errSyntax)
-					return cmdOK
-				}
-			}
-			s.mu.Lock()
-			list := make([]*client, 0, len(s.clients))
-			for _, cl := range s.clients {
-				if ids == nil || ids[cl.id] {
-					list = append(list, cl)
-				}
-			}
-			s.mu.Unlock()
-			sort.Slice(list, func(i, j int) bool { return list[i].id < list[j].id })
-			var b strings.Builder
-			now := time.Now()
-			for _, cl := range list {
-				b.WriteString(cl.info(now))
-				b.WriteByte('\n')
-			}
-			c.rep.verbatim(b.String())
-			return cmdOK
-		})),
+		admin(sub("client", "list", -2, []string{"admin", "noscript", "loading", "stale"}, "Lists open connections.", cmdClientList)),
+		clientKillCommand(), // client.go
+		admin(sub("client", "no-evict", 3, []string{"admin", "noscript", "loading", "stale"}, "Sets the client eviction mode of the connection.", cmdClientNoEvict)),
+		sub("client", "reply", 3, []string{"noscript", "loading", "stale"}, "Instructs the server whether to reply to commands.", cmdClientReply),
 	)
 }
 

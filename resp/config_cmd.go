@@ -32,33 +32,153 @@ func configSetCommand() *command {
 		handler: cmdConfigSet}
 }
 
-// cmdConfigSet: CONFIG SET name value [name value ...]. Pairs are applied
-// in order; the first that fails stops it with an error naming it (the
-// ones before it stay applied).
+// cmdConfigSet: CONFIG SET name value [name value ...], all or nothing, as
+// in Redis 7:
+//
+//  1. Every name must be known (else "Unknown option ..." naming the first
+//     unknown one) and given once (a name or its alias twice: "duplicate
+//     parameter"); these errors name the argument as given, as Redis's.
+//  2. The pairs are taken in order. A setting of the edge's own
+//     (checkSetting) is only checked here; any other (log level, save
+//     interval...) is applied at once through Config.ConfigSet. The first
+//     that fails is reported, and the ones applied before it are set back
+//     to their previous CONFIG GET values, newest first.
+//  3. The edge's own settings are applied last: they were checked, so they
+//     cannot fail, and none has acted (maxmemory evicts) when another
+//     value is refused.
+//
+// An odd number of arguments is Redis's syntax error (three arguments are
+// the arity error, from the table).
 func cmdConfigSet(s *Server, c *client, args [][]byte) outcome {
 	if len(args)%2 != 0 {
-		c.rep.error(wrongArity("config|set"))
+		c.rep.error(errSyntax)
 		return cmdOK
 	}
-	for i := 2; i < len(args); i += 2 {
-		name := strings.ToLower(string(args[i]))
-		value := string(args[i+1])
-		if text := s.configSet(name, value); text != "" {
+	n := (len(args) - 2) / 2
+	names, keys := make([]string, n), make([]string, n)
+	old := s.settings()
+	for i := range n {
+		names[i] = strings.ToLower(string(args[2+2*i]))
+		keys[i] = names[i]
+		if a, ok := settingAliases[names[i]]; ok {
+			keys[i] = a
+		}
+		_, known := old[names[i]]
+		if _, own := s.checkSetting(keys[i], ""); !known && !own {
+			c.rep.error(errUnknownSetting(string(args[2+2*i])))
+			return cmdOK
+		}
+	}
+	for i := range n {
+		for j := range i {
+			if keys[j] == keys[i] {
+				c.rep.error(errConfigSetFailed(string(args[2+2*i]), "duplicate parameter"))
+				return cmdOK
+			}
+		}
+	}
+	var applied []int // pairs applied through Config.ConfigSet, in order
+	for i := range n {
+		value := string(args[3+2*i])
+		why, own := s.checkSetting(keys[i], value)
+		if own && why == "" {
+			continue
+		}
+		text := ""
+		if own {
+			text = errConfigSetFailed(names[i], why)
+		} else {
+			text = s.configSet(names[i], value)
+		}
+		if text != "" {
+			for k := len(applied) - 1; k >= 0; k-- {
+				j := applied[k]
+				prev, ok := old[names[j]]
+				if !ok {
+					prev, ok = old[keys[j]]
+				}
+				if ok {
+					s.configSet(names[j], prev)
+				}
+			}
 			c.rep.error(text)
 			return cmdOK
 		}
-		s.logger().Info("config set", "name", name, "value", value)
+		applied = append(applied, i)
+	}
+	for i := range n {
+		value := string(args[3+2*i])
+		if _, own := s.checkSetting(keys[i], value); own {
+			s.configSet(names[i], value) // checked: cannot fail
+		}
+		s.logger().Info("config set", "name", names[i], "value", value)
 	}
 	c.rep.conn.WriteString("OK")
 	return cmdOK
 }
 
+// checkSetting checks a value of one of the edge's own settings without
+// applying it; own is false for a setting it does not know (applied
+// through Config.ConfigSet). why is the reason a value is refused.
+func (s *Server) checkSetting(key, value string) (why string, own bool) {
+	switch key {
+	case "maxclients":
+		if n, err := strconv.Atoi(value); err != nil || n < 1 {
+			return "argument must be an integer of at least 1", true
+		}
+	case "maxmemory":
+		if _, err := ParseMemory(value); err != nil {
+			return err.Error(), true
+		}
+	case "maxmemory-policy":
+		switch strings.ToLower(value) {
+		case PolicyNoEviction, PolicyVolatileTTL:
+		default:
+			// Redis's enum text, listing the policies rlserver has.
+			return "argument(s) must be one of the following: " + PolicyVolatileTTL + ", " + PolicyNoEviction, true
+		}
+	case "proto-max-bulk-len", "max-args", "max-inline-len":
+		n, err := ParseMemory(value)
+		switch {
+		case err != nil || n < 1:
+			return "argument must be a positive number of " + map[string]string{"max-args": "arguments", "proto-max-bulk-len": "bytes", "max-inline-len": "bytes"}[key], true
+		case key == "max-args" && n > 1<<20:
+			return "argument must be between 1 and 1048576", true
+		case n > 1<<30:
+			return "argument must be between 1 and 1073741824", true
+		}
+	case "max-key-len":
+		if n, err := strconv.Atoi(value); err != nil || n < 1 || n > 65535 {
+			return "argument must be an integer between 1 and 65535", true
+		}
+	default:
+		return "", false
+	}
+	return "", true
+}
+
+func errConfigSetFailed(name, why string) string {
+	return "ERR CONFIG SET failed (possibly related to argument '" + sanitize([]byte(name), 64) + "') - " + why
+}
+
+func errUnknownSetting(name string) string {
+	return "ERR Unknown option or number of arguments for CONFIG SET - '" + sanitize([]byte(name), 64) + "'"
+}
+
+func configResetStatCommand() *command {
+	return &command{name: "config|resetstat", arity: 2, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"},
+		summary: "Resets the server's statistics that INFO reports (the /metrics counters keep counting).", group: "server", since: "2.0.0",
+		handler: func(s *Server, c *client, _ [][]byte) outcome {
+			s.resetStats()
+			c.rep.conn.WriteString("OK")
+			return cmdOK
+		}}
+}
+
 // configSet applies one setting and records it for CONFIG GET; it returns
 // an error reply's text.
 func (s *Server) configSet(name, value string) string {
-	failed := func(why string) string {
-		return "ERR CONFIG SET failed (possibly related to argument '" + sanitize([]byte(name), 64) + "') - " + why
-	}
+	failed := func(why string) string { return errConfigSetFailed(name, why) }
 	key := name
 	if a, ok := settingAliases[name]; ok {
 		key = a
@@ -155,7 +275,7 @@ func (s *Server) unknownSetting(name string, failed func(string) string) string 
 	if _, known := s.settings()[name]; known {
 		return failed("can't set immutable config")
 	}
-	return "ERR Unknown option or number of arguments for CONFIG SET - '" + sanitize([]byte(name), 64) + "'"
+	return errUnknownSetting(name)
 }
 
 func (s *Server) logger() *slog.Logger {

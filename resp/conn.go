@@ -26,7 +26,9 @@ import (
 // bounds so that no input can make it panic.
 type conn struct {
 	nc   net.Conn
-	wr   *redcon.Writer
+	wr   *redcon.Writer // where replies go: out, or sink while muted
+	out  *redcon.Writer // the connection's writer
+	sink *redcon.Writer // discards (CLIENT REPLY OFF/SKIP); made on first use
 	addr string
 
 	buf        []byte // bytes read; buf[start:end] not yet parsed
@@ -54,6 +56,7 @@ type conn struct {
 	partialTimeout time.Duration
 	deadlineSet    bool
 	stopping       *atomic.Bool // the server is shutting down: reads end now
+	killed         atomic.Bool  // CLIENT KILL: reads end now (client.go)
 }
 
 // A connection's read buffer starts at firstChunk bytes, so an idle
@@ -74,7 +77,8 @@ func newConn(nc net.Conn, maxQuery int) *conn {
 		g.lazy = true
 		c.g = g
 	}
-	c.wr = redcon.NewWriter(countingWriter{c})
+	c.out = redcon.NewWriter(countingWriter{c})
+	c.wr = c.out
 	return c
 }
 
@@ -171,7 +175,7 @@ func (c *conn) armDeadline() {
 		c.nc.SetReadDeadline(time.Time{})
 		c.deadlineSet = false
 	}
-	if c.stopping != nil && c.stopping.Load() {
+	if c.stopping != nil && c.stopping.Load() || c.killed.Load() {
 		c.nc.SetReadDeadline(time.Unix(1, 0))
 		c.deadlineSet = true
 	}
@@ -508,6 +512,22 @@ func (c *conn) WriteInt64(n int64)       { c.wr.WriteInt64(n) }
 func (c *conn) WriteArray(n int)         { c.wr.WriteArray(n) }
 func (c *conn) WriteNull()               { c.wr.WriteNull() }
 func (c *conn) WriteRaw(b []byte)        { c.wr.WriteRaw(b) }
+
+// mute makes the replies written from now on vanish, until unmute.
+func (c *conn) mute() {
+	if c.sink == nil {
+		c.sink = redcon.NewWriter(io.Discard)
+	}
+	c.wr = c.sink
+}
+
+// unmute sends replies to the client again.
+func (c *conn) unmute() {
+	if c.wr == c.sink && c.sink != nil {
+		c.sink.Flush() // empties its buffer
+		c.wr = c.out
+	}
+}
 
 // Close flushes pending replies and closes the connection.
 func (c *conn) Close() error {

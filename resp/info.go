@@ -98,7 +98,7 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 	case "memory":
 		s.writeMemoryInfo(kv) // maxmemory.go
 	case "stats":
-		st := &s.Stats
+		st := s.statsSinceReset() // CONFIG RESETSTAT (stats.go)
 		kv("total_connections_received", st.ConnectionsReceived.Load())
 		kv("rejected_connections", st.RejectedConnections.Load())
 		kv("total_commands_processed", st.CommandsProcessed.Load())
@@ -107,8 +107,8 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 		inst := s.instantaneous()
 		kv("instantaneous_ops_per_sec", int64(inst[0]+0.5))
 		kv("total_error_replies", st.ErrorReplies.Load())
-		kv("expired_keys", s.ExpiredKeys())
-		kv("evicted_keys", s.EvictedKeys())
+		kv("expired_keys", st.ExpiredKeys.Load())
+		kv("evicted_keys", s.evictedSinceReset())
 		kv("rl_allowed", st.Allowed.Load())
 		kv("rl_denied", st.Denied.Load())
 		kv("rl_instantaneous_allowed_per_sec", int64(inst[1]+0.5))
@@ -125,7 +125,7 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 		kv("used_cpu_sys_children", "0.000000")
 		kv("used_cpu_user_children", "0.000000")
 	case "commandstats":
-		for _, cs := range s.CommandStats() {
+		for _, cs := range s.commandStatsSinceReset() {
 			usec := int64(cs.Latency.SumSeconds * 1e6)
 			line := fmt.Sprintf("calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=%d,failed_calls=%d",
 				cs.Calls, usec, usecPerCall(cs.Latency.SumSeconds, cs.Calls), cs.Rejected, cs.Failed)
@@ -135,7 +135,7 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 			kv("cmdstat_"+cs.Name, line)
 		}
 	case "errorstats":
-		errs := s.ErrorStats()
+		errs := s.errorStatsSinceReset()
 		codes := make([]string, 0, len(errs))
 		for code := range errs {
 			codes = append(codes, code)

@@ -93,6 +93,7 @@ type Server struct {
 	cmdStats     []cmdStats // by command id
 	batchLatency histogram
 	errStats     errorStats
+	base         statsBase // the counters at CONFIG RESETSTAT, for INFO (stats.go)
 	top          topKeys
 	ops          opsSampler
 	maxKeyLen    atomic.Int64 // Config.MaxKeyLen, changed by CONFIG SET
@@ -263,6 +264,7 @@ func (s *Server) serveConn(c *conn) {
 			return
 		}
 		s.Stats.NetInputBytes.Add(int64(c.netIn))
+		cl.pendingIn += int64(c.netIn)
 		c.netIn = 0
 		if s.handle(cl, cmds) == cmdQuit {
 			c.Close()
@@ -270,8 +272,9 @@ func (s *Server) serveConn(c *conn) {
 		}
 		err = c.wr.Flush()
 		s.Stats.NetOutputBytes.Add(int64(c.netOut))
+		cl.pendingOut += int64(c.netOut)
 		c.netOut = 0
-		if err != nil {
+		if err != nil || c.killed.Load() {
 			return
 		}
 	}
@@ -339,7 +342,11 @@ func (s *Server) handle(c *client, cmds [][][]byte) outcome {
 			last = cmdQuit
 			break
 		}
-		last = s.process(c, args)
+		if c.quiet { // CLIENT REPLY OFF or SKIP (client.go)
+			last = s.processQuiet(c, args)
+		} else {
+			last = s.process(c, args)
+		}
 		n++
 		if last == cmdQuit {
 			break
@@ -355,7 +362,11 @@ func (s *Server) handle(c *client, cmds [][][]byte) outcome {
 	s.mergeStats(c, end.Sub(start), end)
 	c.mu.Lock()
 	c.lastAt = end
+	c.totCmds += int64(n)
+	c.totIn += c.pendingIn
+	c.totOut += c.pendingOut
 	c.mu.Unlock()
+	c.pendingIn, c.pendingOut = 0, 0
 	return last
 }
 

@@ -345,3 +345,132 @@ func (s *Server) MaxClients() int {
 	defer s.mu.Unlock()
 	return s.cfg.MaxClients
 }
+
+// CONFIG RESETSTAT. The counters themselves only grow: /metrics exports
+// them as Prometheus counters, which must never go backwards (a reset
+// would read as a process restart, and rate() would jump). RESETSTAT
+// instead records their values as a base, and INFO reports the difference,
+// as Redis's INFO does after its reset. It resets what Redis's
+// resetServerStats, resetCommandTableStats and resetErrorTableStats reset:
+// connections received, rejected connections, commands processed, net
+// input and output bytes, error replies, expired and evicted keys (and
+// rlserver's allowed and denied decisions, its hits and misses),
+// commandstats, errorstats and the instantaneous rates. Redis keeps the
+// acl_access_denied_* counters, and so does rlserver.
+type statsBase struct {
+	mu                                sync.Mutex
+	connections, rejected, commands   int64
+	netIn, netOut, errors             int64
+	expired, evicted, allowed, denied int64
+	cmds                              []cmdBase // by command id; nil: never reset
+	errs                              map[string]int64
+}
+
+type cmdBase struct {
+	calls, allowed, denied, failed, rejected, sumNanos int64
+}
+
+// resetStats makes INFO's counters start again from zero.
+func (s *Server) resetStats() {
+	b := &s.base
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := &s.Stats
+	b.connections = st.ConnectionsReceived.Load()
+	b.rejected = st.RejectedConnections.Load()
+	b.commands = st.CommandsProcessed.Load()
+	b.netIn = st.NetInputBytes.Load()
+	b.netOut = st.NetOutputBytes.Load()
+	b.errors = st.ErrorReplies.Load()
+	b.expired = s.ExpiredKeys()
+	b.evicted = s.EvictedKeys()
+	b.allowed = st.Allowed.Load()
+	b.denied = st.Denied.Load()
+	b.cmds = make([]cmdBase, len(s.cmdStats))
+	for id := range s.cmdStats {
+		cs := &s.cmdStats[id]
+		b.cmds[id] = cmdBase{calls: cs.calls.Load(), allowed: cs.allowed.Load(), denied: cs.denied.Load(),
+			failed: cs.failed.Load(), rejected: cs.rejected.Load(), sumNanos: cs.latency.sumNanos.Load()}
+	}
+	b.errs = s.ErrorStats()
+	s.ops.mu.Lock()
+	s.ops.n = 0
+	s.ops.mu.Unlock()
+}
+
+// statsSinceReset returns INFO's view of Stats: each counter RESETSTAT
+// resets less its value then (ExpiredKeys holds the total of
+// Server.ExpiredKeys); the others as they are.
+func (s *Server) statsSinceReset() *Stats {
+	b := &s.base
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := &s.Stats
+	out := &Stats{}
+	out.ConnectionsReceived.Store(st.ConnectionsReceived.Load() - b.connections)
+	out.RejectedConnections.Store(st.RejectedConnections.Load() - b.rejected)
+	out.CommandsProcessed.Store(st.CommandsProcessed.Load() - b.commands)
+	out.NetInputBytes.Store(st.NetInputBytes.Load() - b.netIn)
+	out.NetOutputBytes.Store(st.NetOutputBytes.Load() - b.netOut)
+	out.ErrorReplies.Store(st.ErrorReplies.Load() - b.errors)
+	out.ExpiredKeys.Store(s.ExpiredKeys() - b.expired)
+	out.Allowed.Store(st.Allowed.Load() - b.allowed)
+	out.Denied.Store(st.Denied.Load() - b.denied)
+	out.AuthFailures.Store(st.AuthFailures.Load())
+	out.ACLDeniedCmd.Store(st.ACLDeniedCmd.Load())
+	out.ACLDeniedKey.Store(st.ACLDeniedKey.Load())
+	return out
+}
+
+// evictedSinceReset is INFO's evicted_keys.
+func (s *Server) evictedSinceReset() int64 {
+	s.base.mu.Lock()
+	defer s.base.mu.Unlock()
+	return s.EvictedKeys() - s.base.evicted
+}
+
+// commandStatsSinceReset is CommandStats as INFO commandstats reports it:
+// counts and latency sums since the last RESETSTAT (the histogram's
+// buckets are left as they are: INFO does not show them).
+func (s *Server) commandStatsSinceReset() []CommandStat {
+	all := s.CommandStats()
+	s.base.mu.Lock()
+	defer s.base.mu.Unlock()
+	if s.base.cmds == nil {
+		return all
+	}
+	byName := make(map[string]cmdBase, len(all))
+	for id, b := range s.base.cmds {
+		byName[byID[id].name] = b
+	}
+	out := all[:0]
+	for _, cs := range all {
+		b := byName[cs.Name]
+		cs.Calls -= b.calls
+		cs.Allowed -= b.allowed
+		cs.Denied -= b.denied
+		cs.Failed -= b.failed
+		cs.Rejected -= b.rejected
+		cs.Latency.SumSeconds -= float64(b.sumNanos) / 1e9
+		if cs.Calls == 0 && cs.Rejected == 0 {
+			continue
+		}
+		out = append(out, cs)
+	}
+	return out
+}
+
+// errorStatsSinceReset is ErrorStats as INFO errorstats reports it.
+func (s *Server) errorStatsSinceReset() map[string]int64 {
+	all := s.ErrorStats()
+	s.base.mu.Lock()
+	defer s.base.mu.Unlock()
+	for code, n := range all {
+		if n -= s.base.errs[code]; n > 0 {
+			all[code] = n
+		} else {
+			delete(all, code)
+		}
+	}
+	return all
+}
