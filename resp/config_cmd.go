@@ -137,8 +137,8 @@ func (s *Server) configSetFraming(key, value string) string {
 		}
 		l.MaxBulkLen = n
 	case "max-args":
-		if n > 1<<20 {
-			return "argument must be between 1 and 1048576"
+		if n > 1<<31-1 {
+			return "argument must be between 1 and 2147483647"
 		}
 		l.MaxArgs = n
 	case "max-inline-len":

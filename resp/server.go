@@ -191,7 +191,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			refuseAsync(nc, errProtected)
 			continue
 		}
-		c := newConn(nc, maxQueryBuffer)
+		c := newConn(nc, int(s.cfg.Guard.normalized().MaxQueryBuffer))
 		c.partialTimeout = s.cfg.PartialTimeout
 		c.stopping = &s.stop
 		if g, ok := nc.(*guardConn); ok {
@@ -220,10 +220,6 @@ func (s *Server) Serve(ln net.Listener) error {
 		go s.serveConn(c)
 	}
 }
-
-// maxQueryBuffer bounds the bytes one pending command may occupy: the
-// guard's per-bulk and per-count limits alone would allow 1024 x 1 MiB.
-const maxQueryBuffer = 64 << 20
 
 // serveConn reads pipelines and answers each as one batch, until the
 // client leaves, sends something the guard refuses, or the server shuts
