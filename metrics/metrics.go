@@ -67,7 +67,7 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 
 var (
 	dBuild       = desc("build_info", "rlserver's version, always 1.", "version", "go_version")
-	dCommands    = desc("commands_total", "Commands run, by command and outcome: allowed or denied (limiter decisions), ok (other successes), error (error replies, including commands refused before running).", "command", "outcome")
+	dCommands    = desc("commands_total", "Commands run, by command and outcome: allowed or denied (limiter decisions: only limiter commands have these two series), ok (other successes), error (error replies, including commands refused before running).", "command", "outcome")
 	dCmdLatency  = desc("command_duration_seconds", "Server time per command: each pipeline's processing time shared equally among its commands.", "command")
 	dPipeLatency = desc("pipeline_duration_seconds", "Processing time of whole pipelines (batches of commands read together), before the replies are written.")
 	dErrors      = desc("error_replies_total", "Error replies sent, by error code (the first word: ERR, WRONGTYPE, NOAUTH...).", "code")
@@ -196,8 +196,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 	for _, cs := range s.CommandStats() {
 		ok := cs.Calls - cs.Allowed - cs.Denied - cs.Failed
-		counter(dCommands, float64(cs.Allowed), cs.Name, "allowed")
-		counter(dCommands, float64(cs.Denied), cs.Name, "denied")
+		if cs.Decides { // PING never allows or denies: no such series
+			counter(dCommands, float64(cs.Allowed), cs.Name, "allowed")
+			counter(dCommands, float64(cs.Denied), cs.Name, "denied")
+		}
 		counter(dCommands, float64(max(ok, 0)), cs.Name, "ok")
 		counter(dCommands, float64(cs.Failed+cs.Rejected), cs.Name, "error")
 		if cs.Latency.Count > 0 {
