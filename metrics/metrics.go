@@ -90,6 +90,7 @@ var (
 	dSnapChanges  = desc("snapshot_changes_since_last_save", "Writes to limiter state since the last successful save started.")
 	dSnapRunning  = desc("snapshot_in_progress", "1 while a background snapshot save runs.")
 	dSnapLastOK   = desc("snapshot_last_save_ok", "1 when the last snapshot save succeeded.")
+	dSnapRefusing = desc("snapshot_refusing_writes", "1 while write commands get MISCONF because the last snapshot save failed and stop-writes-on-bgsave-error is yes.")
 
 	dRaftState   = desc("raft_state", "1 for this node's current Raft state, 0 for the others.", "state")
 	dRaftTerm    = desc("raft_term", "Current Raft term.")
@@ -175,7 +176,7 @@ func collectMemory(ch chan<- prometheus.Metric, s *resp.Server) {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dBuild, dCommands, dCmdLatency, dPipeLatency, dErrors, dClients, dMaxClients,
 		dConnsRecv, dConnsRej, dAuthFail, dKeys, dExpired, dTop, dPolicy, dSnapSaves, dSnapDuration, dSnapTime, dSnapAge,
-		dSnapBytes, dSnapKeys, dSnapChanges, dSnapRunning, dSnapLastOK, dRaftState, dRaftTerm, dRaftCommit,
+		dSnapBytes, dSnapKeys, dSnapChanges, dSnapRunning, dSnapLastOK, dSnapRefusing, dRaftState, dRaftTerm, dRaftCommit,
 		dRaftApplied, dRaftLast, dRaftSnap, dRaftLag, dRaftLeaders, dRaftHasLdr, dRaftPeers} {
 		ch <- d
 	}
@@ -260,6 +261,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(dSnapChanges, float64(st.Changes))
 		gauge(dSnapRunning, b2f(st.InProgress))
 		gauge(dSnapLastOK, b2f(st.LastOK))
+		if ws, ok := p.(resp.WriteStopper); ok {
+			gauge(dSnapRefusing, b2f(ws.StopWrites()))
+		}
 	}
 	if cl, ok := c.src.Backend.(resp.Cluster); ok {
 		st := cl.ClusterStatus()

@@ -104,7 +104,7 @@ func (s *Server) configSet(name, value string) string {
 		if n, err := ParseMemory(value); err == nil {
 			value = strconv.FormatInt(n, 10)
 		}
-	case "maxmemory-policy":
+	case "maxmemory-policy", "stop-writes-on-bgsave-error":
 		value = strings.ToLower(value)
 	}
 	s.settingsMu.Lock()

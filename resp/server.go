@@ -84,6 +84,7 @@ type Stats struct {
 type Server struct {
 	cfg      Config
 	backend  Backend
+	stopper  WriteStopper // the backend, when it may refuse writes (persist_cmd.go)
 	acl      *ACL
 	openAuth bool // connections start as the default user (on, nopass)
 	started  time.Time
@@ -151,6 +152,7 @@ func New(cfg Config, backend Backend) *Server {
 		conns:    make(map[*conn]struct{}),
 	}
 	s.maxKeyLen.Store(int64(cfg.MaxKeyLen))
+	s.stopper, _ = backend.(WriteStopper)
 	g := cfg.Guard.normalized()
 	s.guardLimits.Store(&g)
 	return s
@@ -401,6 +403,11 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 			s.reply(c, text)
 			return cmdOK
 		}
+	}
+	if s.refusesWrite(cmd) {
+		c.st.at(cmd.id).rejected++
+		s.reply(c, errMisconf)
+		return cmdOK
 	}
 	if cmd.tiered != nil {
 		s.batchTiered(c, cmd, args)
