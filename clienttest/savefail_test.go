@@ -203,4 +203,3 @@ func waitBgsave(t *testing.T, c *redis.Client) map[string]string {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
-
