@@ -51,7 +51,7 @@ func TestConfigSetFramingLimits(t *testing.T) {
 		{"proto-max-bulk-len", "0"},
 		{"proto-max-bulk-len", "2gb"},
 		{"max-args", "many"},
-		{"max-args", "2000000"},
+		{"max-args", "3000000000"},
 		{"max-inline-len", "-5"},
 	} {
 		admin.send(badEnc("CONFIG", "SET", bad[0], bad[1]))

@@ -291,7 +291,7 @@ func TestProtocolGuard(t *testing.T) {
 		{"answered after the commands before it", "PING\r\n*1\r\n$9223372036854775807\r\n", "+PONG\r\n-ERR Protocol error: invalid bulk length\r\n"},
 		{"bulk above 1 MiB", "*2\r\n$4\r\nECHO\r\n$1048577\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
 		{"huge multibulk count", "*2147483648\r\n", "-ERR Protocol error: invalid multibulk length\r\n"},
-		{"1025 arguments", "*1025\r\n", "-ERR Protocol error: invalid multibulk length\r\n"},
+		{"1,048,577 arguments", "*1048577\r\n", "-ERR Protocol error: invalid multibulk length\r\n"},
 		{"not a bulk", "*1\r\nx", "-ERR Protocol error: expected '$', got 'x'\r\n"},
 		{"inline line over 64 KiB", "PING " + strings.Repeat("a", 64<<10), "-ERR Protocol error: too big inline request\r\n"},
 	} {

@@ -67,7 +67,7 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 
 var (
 	dBuild       = desc("build_info", "rlserver's version, always 1.", "version", "go_version")
-	dCommands    = desc("commands_total", "Commands run, by command and outcome: allowed or denied (limiter decisions), ok (other successes), error (error replies, including commands refused before running).", "command", "outcome")
+	dCommands    = desc("commands_total", "Commands run, by command and outcome: allowed or denied (limiter decisions: only limiter commands have these two series), ok (other successes), error (error replies, including commands refused before running).", "command", "outcome")
 	dCmdLatency  = desc("command_duration_seconds", "Server time per command: each pipeline's processing time shared equally among its commands.", "command")
 	dPipeLatency = desc("pipeline_duration_seconds", "Processing time of whole pipelines (batches of commands read together), before the replies are written.")
 	dErrors      = desc("error_replies_total", "Error replies sent, by error code (the first word: ERR, WRONGTYPE, NOAUTH...).", "code")
@@ -90,6 +90,7 @@ var (
 	dSnapChanges  = desc("snapshot_changes_since_last_save", "Writes to limiter state since the last successful save started.")
 	dSnapRunning  = desc("snapshot_in_progress", "1 while a background snapshot save runs.")
 	dSnapLastOK   = desc("snapshot_last_save_ok", "1 when the last snapshot save succeeded.")
+	dSnapRefusing = desc("snapshot_refusing_writes", "1 while write commands get MISCONF because the last snapshot save failed and stop-writes-on-bgsave-error is yes.")
 
 	dRaftState   = desc("raft_state", "1 for this node's current Raft state, 0 for the others.", "state")
 	dRaftTerm    = desc("raft_term", "Current Raft term.")
@@ -175,7 +176,7 @@ func collectMemory(ch chan<- prometheus.Metric, s *resp.Server) {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dBuild, dCommands, dCmdLatency, dPipeLatency, dErrors, dClients, dMaxClients,
 		dConnsRecv, dConnsRej, dAuthFail, dKeys, dExpired, dTop, dPolicy, dSnapSaves, dSnapDuration, dSnapTime, dSnapAge,
-		dSnapBytes, dSnapKeys, dSnapChanges, dSnapRunning, dSnapLastOK, dRaftState, dRaftTerm, dRaftCommit,
+		dSnapBytes, dSnapKeys, dSnapChanges, dSnapRunning, dSnapLastOK, dSnapRefusing, dRaftState, dRaftTerm, dRaftCommit,
 		dRaftApplied, dRaftLast, dRaftSnap, dRaftLag, dRaftLeaders, dRaftHasLdr, dRaftPeers} {
 		ch <- d
 	}
@@ -196,8 +197,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 	for _, cs := range s.CommandStats() {
 		ok := cs.Calls - cs.Allowed - cs.Denied - cs.Failed
-		counter(dCommands, float64(cs.Allowed), cs.Name, "allowed")
-		counter(dCommands, float64(cs.Denied), cs.Name, "denied")
+		if cs.Decides { // PING never allows or denies: no such series
+			counter(dCommands, float64(cs.Allowed), cs.Name, "allowed")
+			counter(dCommands, float64(cs.Denied), cs.Name, "denied")
+		}
 		counter(dCommands, float64(max(ok, 0)), cs.Name, "ok")
 		counter(dCommands, float64(cs.Failed+cs.Rejected), cs.Name, "error")
 		if cs.Latency.Count > 0 {
@@ -258,6 +261,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(dSnapChanges, float64(st.Changes))
 		gauge(dSnapRunning, b2f(st.InProgress))
 		gauge(dSnapLastOK, b2f(st.LastOK))
+		if ws, ok := p.(resp.WriteStopper); ok {
+			gauge(dSnapRefusing, b2f(ws.StopWrites()))
+		}
 	}
 	if cl, ok := c.src.Backend.(resp.Cluster); ok {
 		st := cl.ClusterStatus()

@@ -33,9 +33,10 @@ type Saver struct {
 
 	pols atomic.Pointer[polsBox] // nil: no policies (policies.go)
 
-	saving sync.Mutex // held for the whole of a save
-	closed bool       // guarded by saving: Close ran, the source may be gone
-	bg     atomic.Bool
+	saving  sync.Mutex // held for the whole of a save
+	closed  bool       // guarded by saving: Close ran, the source may be gone
+	bg      atomic.Bool
+	failing atomic.Bool // the last save failed: Status().LastOK, read without the lock
 
 	mu         sync.Mutex // guards the fields below
 	st         Status
@@ -228,6 +229,7 @@ func (s *Saver) save(ctx context.Context, bg bool) error {
 	defer s.mu.Unlock()
 	if err != nil {
 		s.st.LastOK = false
+		s.failing.Store(true)
 		s.st.Failures++
 		// A failing disk fails every second: log the first failure and
 		// then at most once a minute.
@@ -242,6 +244,7 @@ func (s *Saver) save(ctx context.Context, bg bool) error {
 	}
 	s.savedAt = base
 	s.st.LastOK = true
+	s.failing.Store(false)
 	s.st.LastSave = time.Now()
 	s.st.LastDuration = time.Since(start)
 	s.st.LastCapture = captured
@@ -258,6 +261,11 @@ func (s *Saver) save(ctx context.Context, bg bool) error {
 	s.log.Log(ctx, level, "snapshot saved", "file", s.store.Path(), "keys", len(c.ents), "bytes", size, "duration", s.st.LastDuration, "background", bg)
 	return nil
 }
+
+// Failing reports whether the last save failed (until one succeeds). It
+// takes no lock: a server may ask it for every write command
+// (stop-writes-on-bgsave-error).
+func (s *Saver) Failing() bool { return s.failing.Load() }
 
 // Status reports the saves so far.
 func (s *Saver) Status() Status {

@@ -208,7 +208,7 @@ func (c *argsFuzzConn) SetWriteDeadline(time.Time) error { return nil }
 func argsFuzzServe(s *Server, stream []byte) []byte {
 	fake := &argsFuzzConn{in: bytes.NewReader(stream)}
 	nc := &guardConn{Conn: fake, v: newGuardValidator(s.cfg.Guard)}
-	c := newConn(nc, maxQueryBuffer)
+	c := newConn(nc, 64<<20)
 	s.wg.Add(1)
 	s.serveConn(c)
 	return fake.out.Bytes()

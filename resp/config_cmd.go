@@ -224,7 +224,7 @@ func (s *Server) configSet(name, value string) string {
 		if n, err := ParseMemory(value); err == nil {
 			value = strconv.FormatInt(n, 10)
 		}
-	case "maxmemory-policy":
+	case "maxmemory-policy", "stop-writes-on-bgsave-error":
 		value = strings.ToLower(value)
 	}
 	s.settingsMu.Lock()
@@ -257,8 +257,8 @@ func (s *Server) configSetFraming(key, value string) string {
 		}
 		l.MaxBulkLen = n
 	case "max-args":
-		if n > 1<<20 {
-			return "argument must be between 1 and 1048576"
+		if n > 1<<31-1 {
+			return "argument must be between 1 and 2147483647"
 		}
 		l.MaxArgs = n
 	case "max-inline-len":

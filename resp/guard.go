@@ -23,21 +23,32 @@ import (
 // connection.
 
 // GuardLimits are the framing limits enforced on every client byte stream.
-// A zero or negative field takes its default. MaxBulkLen and MaxArgs above
-// 2^40 are lowered to 2^40, so no accepted length can overflow redcon's index
-// arithmetic.
+// A zero or negative field takes its default. MaxBulkLen, MaxArgs and
+// MaxQueryBuffer above 2^40 are lowered to 2^40, so no accepted length can
+// overflow redcon's index arithmetic.
+//
+// The guard holds no buffer and checks a count against MaxArgs alone: a
+// client that announces `*1000000` and sends nothing more costs nothing
+// beyond its connection. What one command may occupy while it arrives is
+// bounded by MaxQueryBuffer, Redis's client-query-buffer-limit: the
+// connection's buffer grows only as bytes arrive (conn.go), and a command
+// that does not fit closes the connection with a protocol error. The
+// parsed arguments (a 24-byte slice header each, and at least 6 bytes of
+// the buffer each, `$0\r\n\r\n`) follow the bytes that arrived, never
+// the count announced.
 type GuardLimits struct {
-	MaxBulkLen   int64 // largest $ length accepted, bytes (default 1 MiB = 1<<20)
-	MaxArgs      int64 // largest * count accepted (default 1024)
-	MaxInlineLen int   // longest inline line, bytes before its '\n' including any '\r' (default 64 KiB)
+	MaxBulkLen     int64 // largest $ length accepted, bytes (default 1 MiB = 1<<20)
+	MaxArgs        int64 // largest * count accepted (default 1,048,576 = 1<<20)
+	MaxInlineLen   int   // longest inline line, bytes before its '\n' including any '\r' (default 64 KiB)
+	MaxQueryBuffer int64 // most bytes one pending command may occupy (default 1 GiB)
 }
 
 const guardMaxLimit = 1 << 40
 
 // DefaultGuardLimits returns the limits used for zero fields: 1 MiB bulks,
-// 1024 arguments, 64 KiB inline lines.
+// 1,048,576 arguments, 64 KiB inline lines, 1 GiB pending commands.
 func DefaultGuardLimits() GuardLimits {
-	return GuardLimits{MaxBulkLen: 1 << 20, MaxArgs: 1024, MaxInlineLen: 64 << 10}
+	return GuardLimits{MaxBulkLen: 1 << 20, MaxArgs: 1 << 20, MaxInlineLen: 64 << 10, MaxQueryBuffer: 1 << 30}
 }
 
 func (l GuardLimits) normalized() GuardLimits {
@@ -51,8 +62,12 @@ func (l GuardLimits) normalized() GuardLimits {
 	if l.MaxInlineLen <= 0 {
 		l.MaxInlineLen = d.MaxInlineLen
 	}
+	if l.MaxQueryBuffer <= 0 {
+		l.MaxQueryBuffer = d.MaxQueryBuffer
+	}
 	l.MaxBulkLen = min(l.MaxBulkLen, guardMaxLimit)
 	l.MaxArgs = min(l.MaxArgs, guardMaxLimit)
+	l.MaxQueryBuffer = min(l.MaxQueryBuffer, guardMaxLimit)
 	return l
 }
 

@@ -181,8 +181,8 @@ func TestGuardLimitsNormalized(t *testing.T) {
 	if got, want := (GuardLimits{}).normalized(), DefaultGuardLimits(); got != want {
 		t.Errorf("zero limits: %+v, want %+v", got, want)
 	}
-	huge := GuardLimits{MaxBulkLen: 1 << 62, MaxArgs: 1 << 62, MaxInlineLen: 7}
-	if got, want := huge.normalized(), (GuardLimits{MaxBulkLen: 1 << 40, MaxArgs: 1 << 40, MaxInlineLen: 7}); got != want {
+	huge := GuardLimits{MaxBulkLen: 1 << 62, MaxArgs: 1 << 62, MaxInlineLen: 7, MaxQueryBuffer: 1 << 62}
+	if got, want := huge.normalized(), (GuardLimits{MaxBulkLen: 1 << 40, MaxArgs: 1 << 40, MaxInlineLen: 7, MaxQueryBuffer: 1 << 40}); got != want {
 		t.Errorf("huge limits: %+v, want %+v", got, want)
 	}
 	for _, in := range []string{"*1\r\n$1099511627777\r\n", "*1099511627777\r\n"} {
@@ -367,7 +367,7 @@ func TestGuardServerRejects(t *testing.T) {
 		{"bulk 2^40", "*1\r\n$1099511627776\r\n", guardWantBulk},
 		{"bulk above 1 MiB", "*1\r\n$1048577\r\n", guardWantBulk},
 		{"negative bulk", "*1\r\n$-1\r\n", guardWantBulk},
-		{"count 100000", "*100000\r\n", guardWantMultibulk},
+		{"count above 2^20", "*1048577\r\n", guardWantMultibulk},
 		{"count max int64", "*9223372036854775807\r\n", guardWantMultibulk},
 		{"not a bulk", "*2\r\nx", "-ERR Protocol error: expected '$', got 'x'\r\n"},
 		{"inline 70 KiB", strings.Repeat("a", 70<<10) + "\r\n", guardWantInline},

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -169,6 +170,27 @@ func (s *Server) ExpiredKeys() int64 {
 	}
 	return n
 }
+
+// totalSystemMemory is INFO's total_system_memory: the machine's memory
+// in bytes, /proc/meminfo's MemTotal (what Redis reports: its
+// sysconf(_SC_PHYS_PAGES) * page size comes from the same count), read
+// once; 0 where there is no /proc. Like Redis's, it is the host's memory,
+// not a container's limit.
+var totalSystemMemory = sync.OnceValue(func() uint64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == "MemTotal:" && f[2] == "kB" {
+			if kb, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
+})
 
 func humanBytes(n uint64) string {
 	switch {

@@ -48,6 +48,33 @@ type PersistenceStatus struct {
 	LoadedKeys     int           // records loaded at start-up
 }
 
+// WriteStopper is implemented by a Persistence that may refuse writes
+// after a failed save (stop-writes-on-bgsave-error yes). StopWrites is
+// asked for every write command, so it must be cheap (atomic loads).
+type WriteStopper interface {
+	// StopWrites reports whether write commands are refused now: the
+	// option is on and the last save failed.
+	StopWrites() bool
+	// StopWritesOnSaveError reports the option, for INFO.
+	StopWritesOnSaveError() bool
+}
+
+// errMisconf is Redis's MISCONF reply (shared.bgsaveerr), with
+// rlserver's snapshot where Redis names its RDB, so clients and
+// operators that look for MISCONF recognise it.
+const errMisconf = "MISCONF rlserver is configured to save snapshots, but it's currently unable to persist to disk. " +
+	"Commands that may modify the data set are disabled, because this instance is configured to report errors during writes " +
+	"if snapshotting fails (stop-writes-on-bgsave-error option). Please check the rlserver log for details about the snapshot error."
+
+// refusesWrite reports whether cmd must get errMisconf: a command flagged
+// write while the backend stops writes after a failed save. Reads (RL.PEEK,
+// PTTL, INFO...) and PING still work: a health check that PINGs should
+// not take a limiter that still decides reads out of rotation (Redis
+// refuses PING too).
+func (s *Server) refusesWrite(cmd *command) bool {
+	return s.stopper != nil && s.stopper.StopWrites() && hasFlag(cmd, "write")
+}
+
 const (
 	errNoPersistence  = "ERR this server keeps no snapshots (in cluster mode Raft takes them)"
 	errSaveFailed     = "ERR snapshot save failed: see the server log"
@@ -217,4 +244,15 @@ func (s *Server) writePersistenceInfo(kv func(k string, v any)) {
 	kv("rl_last_save_bytes", st.LastBytes)
 	kv("rl_last_save_keys", st.LastKeys)
 	kv("rl_save_failures", st.Failures)
+	if ws, ok := p.(WriteStopper); ok {
+		kv("rl_stop_writes_on_bgsave_error", yesNo(ws.StopWritesOnSaveError()))
+		kv("rl_refusing_writes", bit(ws.StopWrites()))
+	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

@@ -84,6 +84,7 @@ type Stats struct {
 type Server struct {
 	cfg      Config
 	backend  Backend
+	stopper  WriteStopper // the backend, when it may refuse writes (persist_cmd.go)
 	acl      *ACL
 	openAuth bool // connections start as the default user (on, nopass)
 	started  time.Time
@@ -152,6 +153,7 @@ func New(cfg Config, backend Backend) *Server {
 		conns:    make(map[*conn]struct{}),
 	}
 	s.maxKeyLen.Store(int64(cfg.MaxKeyLen))
+	s.stopper, _ = backend.(WriteStopper)
 	g := cfg.Guard.normalized()
 	s.guardLimits.Store(&g)
 	return s
@@ -192,7 +194,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			refuseAsync(nc, errProtected)
 			continue
 		}
-		c := newConn(nc, maxQueryBuffer)
+		c := newConn(nc, int(s.cfg.Guard.normalized().MaxQueryBuffer))
 		c.partialTimeout = s.cfg.PartialTimeout
 		c.stopping = &s.stop
 		if g, ok := nc.(*guardConn); ok {
@@ -221,10 +223,6 @@ func (s *Server) Serve(ln net.Listener) error {
 		go s.serveConn(c)
 	}
 }
-
-// maxQueryBuffer bounds the bytes one pending command may occupy: the
-// guard's per-bulk and per-count limits alone would allow 1024 x 1 MiB.
-const maxQueryBuffer = 64 << 20
 
 // serveConn reads pipelines and answers each as one batch, until the
 // client leaves, sends something the guard refuses, or the server shuts
@@ -416,6 +414,11 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 			s.reply(c, text)
 			return cmdOK
 		}
+	}
+	if s.refusesWrite(cmd) {
+		c.st.at(cmd.id).rejected++
+		s.reply(c, errMisconf)
+		return cmdOK
 	}
 	if cmd.tiered != nil {
 		s.batchTiered(c, cmd, args)

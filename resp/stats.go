@@ -3,6 +3,7 @@ package resp
 import (
 	"math"
 	"math/bits"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -177,6 +178,14 @@ type CommandStat struct {
 	Failed   int64  // executed and answered with an error
 	Rejected int64  // refused before running (arity, auth, ACL, key length)
 	Latency  Histogram
+	Decides  bool // a limiter command: its replies are decisions, allowed or denied
+}
+
+// decides reports whether c's replies are limiter decisions: the
+// algorithm commands and RL.PEEK (batched, in @ratelimit, not a keyspace
+// command such as RL.RESET) and RL.CHECK (tiered).
+func (c *command) decides() bool {
+	return c.tiered != nil || (c.batch != nil && slices.Contains(c.acl, "@ratelimit") && !slices.Contains(c.acl, "@keyspace"))
 }
 
 // CommandStats returns the counters of every command called at least once
@@ -192,6 +201,7 @@ func (s *Server) CommandStats() []CommandStat {
 		out = append(out, CommandStat{
 			Name: byID[id].name, Calls: calls, Allowed: st.allowed.Load(), Denied: st.denied.Load(),
 			Failed: st.failed.Load(), Rejected: rejected, Latency: st.latency.snapshot(),
+			Decides: byID[id].decides(),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 type limitOptions struct {
 	maxBulkLen     int64
 	maxArgs        int64
+	queryBuffer    string // --client-query-buffer-limit as given (Redis's units)
+	queryBufBytes  int64  // its value in bytes once checked
 	maxInlineLen   int
 	maxClients     int
 	maxKeyLen      int
@@ -28,9 +31,14 @@ type limitOptions struct {
 	maxMemoryPolicy string
 }
 
+// maxQueryBufferLimit is the largest --client-query-buffer-limit: a
+// pending command is one buffer, indexed by int.
+const maxQueryBufferLimit = 1 << 40
+
 func addLimitFlags(fs *flag.FlagSet, o *limitOptions) {
 	fs.Int64Var(&o.maxBulkLen, "proto-max-bulk-len", 1<<20, "largest bulk string (argument) accepted, bytes")
-	fs.Int64Var(&o.maxArgs, "max-args", 1024, "most arguments accepted in one command")
+	fs.Int64Var(&o.maxArgs, "max-args", 1<<20, "most arguments accepted in one command (at most 2147483647, as Redis); the bytes they take are bounded by --client-query-buffer-limit")
+	fs.StringVar(&o.queryBuffer, "client-query-buffer-limit", "1gb", "most bytes one command may take while it arrives, bytes or with a unit (1mb, 1gb); a client past it is closed")
 	fs.IntVar(&o.maxInlineLen, "max-inline-len", 64<<10, "longest inline (telnet-style) command line, bytes")
 	fs.IntVar(&o.maxClients, "maxclients", 10000, "most client connections served at once; the next is refused")
 	fs.IntVar(&o.maxKeyLen, "max-key-len", 16<<10, "longest key accepted, bytes")
@@ -46,6 +54,11 @@ func (o *limitOptions) check() error {
 		return fmt.Errorf("invalid value %q for --maxmemory: use bytes or a number with kb, mb, gb (or k, m, g: powers of 1000)", o.maxMemory)
 	}
 	o.maxMemoryBytes = n
+	q, err := resp.ParseMemory(o.queryBuffer)
+	if err != nil || q < 1<<20 || q > maxQueryBufferLimit {
+		return fmt.Errorf("invalid value %q for --client-query-buffer-limit: use bytes or a number with kb, mb, gb, between 1mb and 1tb", o.queryBuffer)
+	}
+	o.queryBufBytes = q
 	switch o.maxMemoryPolicy {
 	case resp.PolicyNoEviction, resp.PolicyVolatileTTL:
 	default:
@@ -54,8 +67,8 @@ func (o *limitOptions) check() error {
 	switch {
 	case o.maxBulkLen < 1 || o.maxBulkLen > 1<<30:
 		return fmt.Errorf("invalid value %d for --proto-max-bulk-len: must be between 1 and 1073741824", o.maxBulkLen)
-	case o.maxArgs < 1 || o.maxArgs > 1<<20:
-		return fmt.Errorf("invalid value %d for --max-args: must be between 1 and 1048576", o.maxArgs)
+	case o.maxArgs < 1 || o.maxArgs > math.MaxInt32:
+		return fmt.Errorf("invalid value %d for --max-args: must be between 1 and 2147483647", o.maxArgs)
 	case o.maxInlineLen < 1 || o.maxInlineLen > 1<<30:
 		return fmt.Errorf("invalid value %d for --max-inline-len: must be between 1 and 1073741824", o.maxInlineLen)
 	case o.maxClients < 1:
@@ -71,7 +84,7 @@ func (o *limitOptions) check() error {
 // apply copies the limits into the edge's configuration and its CONFIG GET
 // settings.
 func (o limitOptions) apply(cfg *resp.Config) {
-	cfg.Guard = resp.GuardLimits{MaxBulkLen: o.maxBulkLen, MaxArgs: o.maxArgs, MaxInlineLen: o.maxInlineLen}
+	cfg.Guard = resp.GuardLimits{MaxBulkLen: o.maxBulkLen, MaxArgs: o.maxArgs, MaxInlineLen: o.maxInlineLen, MaxQueryBuffer: o.queryBufBytes}
 	cfg.MaxClients = o.maxClients
 	cfg.MaxKeyLen = o.maxKeyLen
 	cfg.PartialTimeout = o.partialTimeout
@@ -84,14 +97,15 @@ func (o limitOptions) apply(cfg *resp.Config) {
 		protected = "yes"
 	}
 	for k, v := range map[string]string{
-		"proto-max-bulk-len":      strconv.FormatInt(o.maxBulkLen, 10),
-		"max-args":                strconv.FormatInt(o.maxArgs, 10),
-		"max-inline-len":          strconv.Itoa(o.maxInlineLen),
-		"maxclients":              strconv.Itoa(o.maxClients),
-		"max-key-len":             strconv.Itoa(o.maxKeyLen),
-		"partial-command-timeout": o.partialTimeout.String(),
-		"protected-mode":          protected,
-		"maxmemory":               strconv.FormatInt(o.maxMemoryBytes, 10), // bytes, as Redis reports it
+		"proto-max-bulk-len":        strconv.FormatInt(o.maxBulkLen, 10),
+		"max-args":                  strconv.FormatInt(o.maxArgs, 10),
+		"client-query-buffer-limit": strconv.FormatInt(o.queryBufBytes, 10), // bytes, as Redis reports it
+		"max-inline-len":            strconv.Itoa(o.maxInlineLen),
+		"maxclients":                strconv.Itoa(o.maxClients),
+		"max-key-len":               strconv.Itoa(o.maxKeyLen),
+		"partial-command-timeout":   o.partialTimeout.String(),
+		"protected-mode":            protected,
+		"maxmemory":                 strconv.FormatInt(o.maxMemoryBytes, 10), // bytes, as Redis reports it
 	} {
 		cfg.Settings[k] = v
 	}

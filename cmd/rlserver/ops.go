@@ -191,6 +191,15 @@ func (st *opsState) configSet(name, value string) (ok bool, err error) {
 		}
 		st.snaps.saver.SetInterval(d)
 		return true, nil
+	case "stop-writes-on-bgsave-error":
+		on, err := parseYesNo(value)
+		if err != nil {
+			return true, err
+		}
+		if st.snaps != nil { // cluster mode: accepted, means nothing (docs/persistence.md)
+			st.snaps.stopWritesOn.Store(on)
+		}
+		return true, nil
 	}
 	return false, nil
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -20,10 +22,12 @@ import (
 type persistOptions struct {
 	saveInterval   time.Duration
 	discardCorrupt bool
+	stopWrites     string // --stop-writes-on-bgsave-error: yes or no
 }
 
 func addPersistFlags(fs *flag.FlagSet, p *persistOptions) {
 	fs.DurationVar(&p.saveInterval, "save-interval", time.Second, "standalone: time between snapshot saves while the state changes; a save that took d delays the next by at least 10*d (0: only on SAVE, BGSAVE and shutdown)")
+	fs.StringVar(&p.stopWrites, "stop-writes-on-bgsave-error", "no", "standalone: yes refuses write commands (RL.ALLOW...) with MISCONF while the last snapshot save failed; no (default) keeps deciding from the exact state in memory and only reports the failure (INFO, metrics, log): see docs/persistence.md")
 	fs.BoolVar(&p.discardCorrupt, "discard-corrupt-snapshot", false, "standalone: when the snapshot is corrupt or truncated, move it aside (renamed with a .corrupt-<time> suffix) and start empty instead of refusing to start")
 }
 
@@ -31,7 +35,30 @@ func (p *persistOptions) check() error {
 	if p.saveInterval < 0 {
 		return fmt.Errorf("invalid value %v for --save-interval: must be 0 (off) or positive", p.saveInterval)
 	}
+	on, err := parseYesNo(p.stopWrites)
+	if err != nil {
+		return fmt.Errorf("invalid value %q for --stop-writes-on-bgsave-error: %v", p.stopWrites, err)
+	}
+	p.stopWrites = yesNo(on)
 	return nil
+}
+
+// parseYesNo parses a Redis boolean setting: yes or no, in any case.
+func parseYesNo(s string) (bool, error) {
+	switch strings.ToLower(s) {
+	case "yes":
+		return true, nil
+	case "no":
+		return false, nil
+	}
+	return false, errors.New("argument must be 'yes' or 'no'")
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 // crashEnv names a test-only environment variable: when it is "1", the
@@ -69,16 +96,30 @@ func openSnapshots(o persistOptions, dir string, eng *engine.Engine, log *slog.L
 	default:
 		return nil, fmt.Errorf("loading snapshot: %v", err)
 	}
-	return &snapshots{saver: persist.NewSaver(store, eng, o.saveInterval, log), file: store.Path(), loaded: st.Records, policies: st.Policies}, nil
+	p := &snapshots{saver: persist.NewSaver(store, eng, o.saveInterval, log), file: store.Path(), loaded: st.Records, policies: st.Policies}
+	p.stopWritesOn.Store(o.stopWrites == "yes")
+	return p, nil
 }
 
-// snapshots is the standalone saver as resp.Persistence.
+// snapshots is the standalone saver as resp.Persistence and
+// resp.WriteStopper.
 type snapshots struct {
 	saver    *persist.Saver
 	file     string
 	loaded   int
 	policies [][]string // loaded with the snapshot, for the policy store (policies.go)
+
+	// stopWritesOn is stop-writes-on-bgsave-error (CONFIG SET changes it).
+	stopWritesOn atomic.Bool
 }
+
+// StopWrites reports whether write commands get MISCONF now: the option is
+// on and the last save failed. Asked for every write command: two atomic
+// loads.
+func (p *snapshots) StopWrites() bool { return p.stopWritesOn.Load() && p.saver.Failing() }
+
+// StopWritesOnSaveError reports the option.
+func (p *snapshots) StopWritesOnSaveError() bool { return p.stopWritesOn.Load() }
 
 func (p *snapshots) Save(ctx context.Context) error { return p.saver.Save(ctx) }
 func (p *snapshots) BackgroundSave() bool           { return p.saver.BackgroundSave() }
