@@ -357,7 +357,7 @@ func (n *Node) ReplacePolicies(ctx context.Context, ps []*policy.Policy) error {
 }
 
 // DoPolicies is Do for a batch whose requests may name policies (see
-// resp.Policies; names may be nil): the names travel in the entry and the
+// server.Policies; names may be nil): the names travel in the entry and the
 // FSM resolves them.
 func (n *Node) DoPolicies(ctx context.Context, reqs []engine.Request, names [][]byte, res []engine.Result) error {
 	if len(reqs) == 0 {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/rlserver/rlserver/resp"
+	"github.com/rlserver/rlserver/server"
 )
 
 // Raft snapshot statistics (RL metrics and INFO persistence). Raft calls
@@ -18,7 +18,7 @@ import (
 // copy them.
 type snapStats struct {
 	mu  sync.Mutex
-	st  resp.RaftSnapshotStatus
+	st  server.RaftSnapshotStatus
 	now func() time.Time
 }
 
@@ -29,7 +29,7 @@ func newSnapStats() *snapStats {
 	return s
 }
 
-func (s *snapStats) status() resp.RaftSnapshotStatus {
+func (s *snapStats) status() server.RaftSnapshotStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.st

@@ -2,7 +2,7 @@
 // reads the server's counters, the engine's key counts, the snapshot saver
 // and the Raft node when a scrape asks, so nothing is done between scrapes
 // and the request path only keeps the plain counters it keeps anyway
-// (resp/stats.go).
+// (server/stats.go).
 //
 // Names follow Prometheus's conventions: rlserver_ prefix, _total for
 // counters, base units (_seconds, _bytes). Label sets are bounded: command
@@ -23,15 +23,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/internal/offheap"
-	"github.com/rlserver/rlserver/resp"
+	"github.com/rlserver/rlserver/server"
 )
 
 // Sources are what the metrics read. Server is required; the rest may be
 // nil.
 type Sources struct {
-	Server  *resp.Server
+	Server  *server.Server
 	Engine  *engine.Engine // keys per kind: this replica's engine
-	Backend resp.Backend   // resp.Persistence (standalone) or resp.Cluster (cluster mode)
+	Backend server.Backend   // server.Persistence (standalone) or server.Cluster (cluster mode)
 	Version string
 	// TopKeys is how many of the most denied keys are exported with their
 	// key as a label (default 10; negative: none).
@@ -106,7 +106,7 @@ var (
 
 var raftStates = []string{"follower", "candidate", "leader", "shutdown"}
 
-// Raft snapshots (cluster mode), read through resp.RaftSnapshots.
+// Raft snapshots (cluster mode), read through server.RaftSnapshots.
 var (
 	dRaftSnapTaken    = desc("raft_snapshots_taken_total", "Raft snapshots this node wrote, by result (ok or failed).", "result")
 	dRaftSnapRestored = desc("raft_snapshots_restored_total", "Raft snapshots restored into this node's state: at start-up, or sent by the leader to a follower too far behind.")
@@ -124,8 +124,8 @@ func describeRaftSnapshots(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func collectRaftSnapshots(ch chan<- prometheus.Metric, backend resp.Backend) {
-	rs, ok := backend.(resp.RaftSnapshots)
+func collectRaftSnapshots(ch chan<- prometheus.Metric, backend server.Backend) {
+	rs, ok := backend.(server.RaftSnapshots)
 	if !ok {
 		return
 	}
@@ -142,7 +142,7 @@ func collectRaftSnapshots(ch chan<- prometheus.Metric, backend resp.Backend) {
 	}
 }
 
-// maxmemory (resp/maxmemory.go).
+// maxmemory (server/maxmemory.go).
 var (
 	dUsedMemory = desc("used_memory_bytes", "Used memory as maxmemory counts it: the Go heap's live bytes at the last collection plus what the engine charges for its stored keys (32 bytes of slot per key plus the key's bytes), as INFO's used_memory.")
 	dMaxMemory  = desc("maxmemory_bytes", "The memory limit (maxmemory); 0: none.")
@@ -157,7 +157,7 @@ func describeMemory(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func collectMemory(ch chan<- prometheus.Metric, s *resp.Server) {
+func collectMemory(ch chan<- prometheus.Metric, s *server.Server) {
 	gauge := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
 	}
@@ -249,7 +249,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dPolicy, float64(p.Denied), p.Name, "denied")
 	}
 
-	if p, ok := c.src.Backend.(resp.Persistence); ok {
+	if p, ok := c.src.Backend.(server.Persistence); ok {
 		st := p.PersistenceStatus()
 		counter(dSnapSaves, float64(st.Saves), "ok")
 		counter(dSnapSaves, float64(st.Failures), "failed")
@@ -261,11 +261,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(dSnapChanges, float64(st.Changes))
 		gauge(dSnapRunning, b2f(st.InProgress))
 		gauge(dSnapLastOK, b2f(st.LastOK))
-		if ws, ok := p.(resp.WriteStopper); ok {
+		if ws, ok := p.(server.WriteStopper); ok {
 			gauge(dSnapRefusing, b2f(ws.StopWrites()))
 		}
 	}
-	if cl, ok := c.src.Backend.(resp.Cluster); ok {
+	if cl, ok := c.src.Backend.(server.Cluster); ok {
 		st := cl.ClusterStatus()
 		for _, state := range raftStates {
 			gauge(dRaftState, b2f(st.Role == state), state)
@@ -304,9 +304,9 @@ func (c *Collector) stateNanos() int64 {
 	return time.Now().UnixNano()
 }
 
-func constHistogram(d *prometheus.Desc, h resp.Histogram, lv ...string) prometheus.Metric {
-	buckets := make(map[float64]uint64, len(resp.LatencyBuckets))
-	for i, le := range resp.LatencyBuckets {
+func constHistogram(d *prometheus.Desc, h server.Histogram, lv ...string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(server.LatencyBuckets))
+	for i, le := range server.LatencyBuckets {
 		buckets[le] = h.Cumulative[i]
 	}
 	return prometheus.MustNewConstHistogram(d, h.Count, h.SumSeconds, buckets, lv...)

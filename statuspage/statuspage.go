@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rlserver/rlserver/resp"
+	"github.com/rlserver/rlserver/server"
 )
 
 //go:embed assets
@@ -29,8 +29,8 @@ var assets embed.FS
 
 // Source is what the page shows. Server is required.
 type Source struct {
-	Server  *resp.Server
-	Backend resp.Backend // a resp.Cluster in cluster mode
+	Server  *server.Server
+	Backend server.Backend // a server.Cluster in cluster mode
 	Version string
 	// Password authenticates the ROLE the page sends to the other members
 	// for their applied indexes (empty: none).
@@ -198,10 +198,10 @@ func (p *Page) Status(ctx context.Context) Status {
 	p.mu.Lock()
 	st.Series = append([]point{}, p.points...)
 	p.mu.Unlock()
-	for _, k := range s.TopDenied(resp.DefaultTopCount) {
+	for _, k := range s.TopDenied(server.DefaultTopCount) {
 		st.Top = append(st.Top, TopKey{Key: k.Key, Denied: k.Denied})
 	}
-	if cl, ok := p.src.Backend.(resp.Cluster); ok {
+	if cl, ok := p.src.Backend.(server.Cluster); ok {
 		st.Cluster = p.cluster(ctx, cl.ClusterStatus())
 	}
 	return st
@@ -209,7 +209,7 @@ func (p *Page) Status(ctx context.Context) Status {
 
 // cluster describes the members; each other member's applied index comes
 // from its ROLE reply, asked at most once a second.
-func (p *Page) cluster(ctx context.Context, cs resp.ClusterStatus) *ClusterUI {
+func (p *Page) cluster(ctx context.Context, cs server.ClusterStatus) *ClusterUI {
 	ui := &ClusterUI{NodeID: cs.NodeID, Role: cs.Role, LeaderID: cs.LeaderID, Term: cs.Term,
 		CommitIndex: cs.CommitIndex, AppliedIndex: cs.AppliedIndex, LeaderChanges: cs.LeaderChanges, Members: []memberView{}}
 	p.mu.Lock()
@@ -262,7 +262,7 @@ func (p *Page) cluster(ctx context.Context, cs resp.ClusterStatus) *ClusterUI {
 
 // fillAddrs sets the client addresses cs lacks from the leader's
 // RL.CLUSTER NODES.
-func (p *Page) fillAddrs(ctx context.Context, cs *resp.ClusterStatus) {
+func (p *Page) fillAddrs(ctx context.Context, cs *server.ClusterStatus) {
 	leaderAddr := ""
 	missing := false
 	for _, n := range cs.Nodes {

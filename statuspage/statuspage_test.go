@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlserver/rlserver/resp"
+	"github.com/rlserver/rlserver/server"
 )
 
 func TestRatesSeries(t *testing.T) {
-	srv := resp.New(resp.Config{}, nil)
+	srv := server.New(server.Config{}, nil)
 	p := New(Source{Server: srv, Version: "v"})
 	t0 := p.last.at
 	srv.Stats.Allowed.Add(30)

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rlserver/rlserver/resp"
+	"github.com/rlserver/rlserver/server"
 )
 
 // limitOptions are the input and connection limits (Redis's names where
@@ -24,7 +24,7 @@ type limitOptions struct {
 	partialTimeout time.Duration
 	protectedMode  bool
 
-	// maxmemory (resp/maxmemory.go): the limit as given (Redis's units),
+	// maxmemory (server/maxmemory.go): the limit as given (Redis's units),
 	// its value in bytes once checked, and the policy.
 	maxMemory       string
 	maxMemoryBytes  int64
@@ -44,25 +44,25 @@ func addLimitFlags(fs *flag.FlagSet, o *limitOptions) {
 	fs.IntVar(&o.maxKeyLen, "max-key-len", 16<<10, "longest key accepted, bytes")
 	fs.DurationVar(&o.partialTimeout, "partial-command-timeout", 30*time.Second, "a command whose first bytes arrived must be complete within this (0: no limit)")
 	fs.StringVar(&o.maxMemory, "maxmemory", "0", "memory limit for data, bytes or with a unit (100mb, 1gb; 0: none): above it new keys are refused (noeviction) or the keys closest to empty are evicted (volatile-ttl)")
-	fs.StringVar(&o.maxMemoryPolicy, "maxmemory-policy", resp.PolicyNoEviction, "what to do above --maxmemory: noeviction (refuse new keys with OOM) or volatile-ttl (evict the keys closest to empty: for a token bucket, the one closest to full)")
+	fs.StringVar(&o.maxMemoryPolicy, "maxmemory-policy", server.PolicyNoEviction, "what to do above --maxmemory: noeviction (refuse new keys with OOM) or volatile-ttl (evict the keys closest to empty: for a token bucket, the one closest to full)")
 	fs.BoolVar(&o.protectedMode, "protected-mode", true, "with no password, refuse clients from other hosts when listening on a non-loopback address")
 }
 
 func (o *limitOptions) check() error {
-	n, err := resp.ParseMemory(o.maxMemory)
+	n, err := server.ParseMemory(o.maxMemory)
 	if err != nil {
 		return fmt.Errorf("invalid value %q for --maxmemory: use bytes or a number with kb, mb, gb (or k, m, g: powers of 1000)", o.maxMemory)
 	}
 	o.maxMemoryBytes = n
-	q, err := resp.ParseMemory(o.queryBuffer)
+	q, err := server.ParseMemory(o.queryBuffer)
 	if err != nil || q < 1<<20 || q > maxQueryBufferLimit {
 		return fmt.Errorf("invalid value %q for --client-query-buffer-limit: use bytes or a number with kb, mb, gb, between 1mb and 1tb", o.queryBuffer)
 	}
 	o.queryBufBytes = q
 	switch o.maxMemoryPolicy {
-	case resp.PolicyNoEviction, resp.PolicyVolatileTTL:
+	case server.PolicyNoEviction, server.PolicyVolatileTTL:
 	default:
-		return fmt.Errorf("invalid value %q for --maxmemory-policy: use %s or %s", o.maxMemoryPolicy, resp.PolicyNoEviction, resp.PolicyVolatileTTL)
+		return fmt.Errorf("invalid value %q for --maxmemory-policy: use %s or %s", o.maxMemoryPolicy, server.PolicyNoEviction, server.PolicyVolatileTTL)
 	}
 	switch {
 	case o.maxBulkLen < 1 || o.maxBulkLen > 1<<30:
@@ -83,8 +83,8 @@ func (o *limitOptions) check() error {
 
 // apply copies the limits into the edge's configuration and its CONFIG GET
 // settings.
-func (o limitOptions) apply(cfg *resp.Config) {
-	cfg.Guard = resp.GuardLimits{MaxBulkLen: o.maxBulkLen, MaxArgs: o.maxArgs, MaxInlineLen: o.maxInlineLen, MaxQueryBuffer: o.queryBufBytes}
+func (o limitOptions) apply(cfg *server.Config) {
+	cfg.Guard = server.GuardLimits{MaxBulkLen: o.maxBulkLen, MaxArgs: o.maxArgs, MaxInlineLen: o.maxInlineLen, MaxQueryBuffer: o.queryBufBytes}
 	cfg.MaxClients = o.maxClients
 	cfg.MaxKeyLen = o.maxKeyLen
 	cfg.PartialTimeout = o.partialTimeout
@@ -114,7 +114,7 @@ func (o limitOptions) apply(cfg *resp.Config) {
 // startMemoryMonitor applies --maxmemory and --maxmemory-policy to srv and
 // runs its memory monitor until ctx ends; wait returns once it has
 // stopped (it sends to the engine's shards, so before they close).
-func (o limitOptions) startMemoryMonitor(ctx context.Context, srv *resp.Server) (wait func()) {
+func (o limitOptions) startMemoryMonitor(ctx context.Context, srv *server.Server) (wait func()) {
 	if err := srv.SetMaxMemory(o.maxMemoryBytes, o.maxMemoryPolicy); err != nil {
 		panic(err) // check refused anything SetMaxMemory would
 	}

@@ -26,7 +26,7 @@ import (
 
 	"github.com/rlserver/rlserver/cluster"
 	"github.com/rlserver/rlserver/engine"
-	"github.com/rlserver/rlserver/resp"
+	"github.com/rlserver/rlserver/server"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -215,7 +215,7 @@ func run(o options) error {
 
 	eng := engine.New(o.shards)
 	defer eng.Close()
-	var backend resp.Backend = resp.Standalone{Engine: eng}
+	var backend server.Backend = server.Standalone{Engine: eng}
 	var node *cluster.Node
 	if o.cluster.nodeID != "" {
 		node, err = openCluster(context.Background(), o.cluster, eng, o.dir, ln.Addr(), o.requirePass, sec, log)
@@ -249,11 +249,11 @@ func run(o options) error {
 		if err != nil {
 			return err
 		}
-		backend = standalone{resp.Standalone{Engine: eng, Policies: store}, snaps}
+		backend = standalone{server.Standalone{Engine: eng, Policies: store}, snaps}
 	}
 	dir, _ := filepath.Abs(o.dir)
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
-	cfg := resp.Config{
+	cfg := server.Config{
 		RequirePass: o.requirePass,
 		Version:     version,
 		Settings: map[string]string{
@@ -274,7 +274,7 @@ func run(o options) error {
 	cfg.ConfigSet = (&opsState{level: level, snaps: snaps}).configSet
 	cfg.Logger = log
 	cfg.PolicyFile = o.policies.file
-	srv := resp.New(cfg, backend)
+	srv := server.New(cfg, backend)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -287,7 +287,7 @@ func run(o options) error {
 		if node != nil {
 			node.Sweep(ctx, 100*time.Millisecond, 1000)
 		} else {
-			resp.SweepCounting(ctx, eng, 100*time.Millisecond, 1000, &srv.Stats.ExpiredKeys)
+			server.SweepCounting(ctx, eng, 100*time.Millisecond, 1000, &srv.Stats.ExpiredKeys)
 		}
 	}()
 	memWait := o.limits.startMemoryMonitor(ctx, srv) // maxmemory (limits.go)

@@ -19,7 +19,7 @@ import (
 
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/metrics"
-	"github.com/rlserver/rlserver/resp"
+	"github.com/rlserver/rlserver/server"
 	"github.com/rlserver/rlserver/statuspage"
 )
 
@@ -215,7 +215,7 @@ type opsServer struct {
 // startOps listens on --metrics-addr and serves /metrics, /healthz,
 // /readyz and the status page until stop. It returns nil when the address
 // is empty.
-func startOps(ctx context.Context, addr string, srv *resp.Server, eng *engine.Engine, backend resp.Backend, password string, log *slog.Logger) (*opsServer, error) {
+func startOps(ctx context.Context, addr string, srv *server.Server, eng *engine.Engine, backend server.Backend, password string, log *slog.Logger) (*opsServer, error) {
 	if addr == "" {
 		return nil, nil
 	}
@@ -234,7 +234,7 @@ func startOps(ctx context.Context, addr string, srv *resp.Server, eng *engine.En
 		io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if cl, ok := backend.(resp.Cluster); ok && cl.ClusterStatus().LeaderID == "" {
+		if cl, ok := backend.(server.Cluster); ok && cl.ClusterStatus().LeaderID == "" {
 			http.Error(w, "no leader known", http.StatusServiceUnavailable)
 			return
 		}
@@ -324,7 +324,7 @@ func healthcheck(o options, out io.Writer) int {
 
 // applySettings adds every flag's value to CONFIG GET's answers, keeping
 // the Redis-named ones already there.
-func (o opsOptions) applySettings(cfg *resp.Config) {
+func (o opsOptions) applySettings(cfg *server.Config) {
 	names := make([]string, 0, len(o.settings))
 	for k := range o.settings {
 		names = append(names, k)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/persist"
-	"github.com/rlserver/rlserver/resp"
+	"github.com/rlserver/rlserver/server"
 )
 
 // Standalone snapshots: flags, loading at start, and the backend that
@@ -101,8 +101,8 @@ func openSnapshots(o persistOptions, dir string, eng *engine.Engine, log *slog.L
 	return p, nil
 }
 
-// snapshots is the standalone saver as resp.Persistence and
-// resp.WriteStopper.
+// snapshots is the standalone saver as server.Persistence and
+// server.WriteStopper.
 type snapshots struct {
 	saver    *persist.Saver
 	file     string
@@ -128,9 +128,9 @@ func (p *snapshots) Shutdown(ctx context.Context, save bool) error {
 	return p.saver.Shutdown(ctx, save)
 }
 
-func (p *snapshots) PersistenceStatus() resp.PersistenceStatus {
+func (p *snapshots) PersistenceStatus() server.PersistenceStatus {
 	st := p.saver.Status()
-	return resp.PersistenceStatus{
+	return server.PersistenceStatus{
 		File:           p.file,
 		Interval:       st.Interval,
 		Changes:        st.Changes,
@@ -167,6 +167,6 @@ func (p *snapshots) close() error {
 
 // standalone is the backend of a server running alone with snapshots.
 type standalone struct {
-	resp.Standalone
+	server.Standalone
 	*snapshots
 }

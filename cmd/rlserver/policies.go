@@ -11,7 +11,7 @@ import (
 
 	"github.com/rlserver/rlserver/cluster"
 	"github.com/rlserver/rlserver/policy"
-	"github.com/rlserver/rlserver/resp"
+	"github.com/rlserver/rlserver/server"
 )
 
 // Named policies: the --policies file, loaded at start and on SIGHUP.
@@ -86,7 +86,7 @@ func proposePolicies(ctx context.Context, node *cluster.Node, file string, ps []
 
 // reloadOnHangup reloads the policy file on every SIGHUP until ctx ends.
 // SIGHUP is caught even without a file, so it never kills the server.
-func reloadOnHangup(ctx context.Context, srv *resp.Server, file string, log *slog.Logger) {
+func reloadOnHangup(ctx context.Context, srv *server.Server, file string, log *slog.Logger) {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGHUP)
 	defer signal.Stop(ch)

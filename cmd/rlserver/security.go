@@ -10,7 +10,7 @@ import (
 	"net"
 	"os"
 
-	"github.com/rlserver/rlserver/resp"
+	"github.com/rlserver/rlserver/server"
 )
 
 // securityOptions are the ACL and TLS flags (Redis's names where Redis
@@ -72,7 +72,7 @@ func (o securityOptions) check() error {
 // security is what the flags load at start: the users, and the TLS
 // configurations for clients and for the cluster transport (nil: plain).
 type security struct {
-	acl           *resp.ACL
+	acl           *server.ACL
 	clientTLS     *tls.Config
 	clusterServer *tls.Config
 	clusterDial   *tls.Config
@@ -87,7 +87,7 @@ func (o securityOptions) load(requirePass string) (security, error) {
 		if err != nil {
 			return sec, fmt.Errorf("aclfile: %v", err)
 		}
-		if sec.acl, err = resp.ParseACL(src, requirePass); err != nil {
+		if sec.acl, err = server.ParseACL(src, requirePass); err != nil {
 			return sec, fmt.Errorf("aclfile %s: %v", o.aclFile, err)
 		}
 	}
@@ -169,7 +169,7 @@ func (o securityOptions) listen(sec security, ln net.Listener) ([]net.Listener, 
 
 // apply puts the users into the edge's configuration, and the settings
 // into CONFIG GET's answers.
-func (o securityOptions) apply(sec security, cfg *resp.Config) {
+func (o securityOptions) apply(sec security, cfg *server.Config) {
 	cfg.ACL = sec.acl
 	auth := ""
 	if o.tlsOn() {

@@ -1,0 +1,540 @@
+package server
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func sha(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+func aclList(a *ACL) []string {
+	var out []string
+	for _, n := range a.names {
+		out = append(out, a.users[n].describe())
+	}
+	return out
+}
+
+func TestParseACL(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, requirePass string
+		want                    []string
+	}{
+		{name: "empty file: Redis's default user", file: "",
+			want: []string{"user default on nopass ~* &* +@all"}},
+		{name: "requirepass sets the default user's password", file: "# no users\n", requirePass: "pw",
+			want: []string{"user default on #" + sha("pw") + " ~* &* +@all"}},
+		{name: "a new user starts off, with nothing", file: "user bob",
+			want: []string{"user bob off resetchannels -@all", "user default on nopass ~* &* +@all"}},
+		{name: "application user", file: "user app on >s3cret ~* +@ratelimit +@connection -@dangerous\n",
+			want: []string{"user app on #" + sha("s3cret") + " ~* resetchannels -@all +@ratelimit +@connection -@dangerous",
+				"user default on nopass ~* &* +@all"}},
+		{name: "later rules win and replace earlier ones on the same target",
+			file: "user ops on nopass allkeys allchannels +@all -flushall -config|get +flushall",
+			want: []string{"user default on nopass ~* &* +@all", "user ops on nopass ~* &* +@all -config|get +flushall"}},
+		{name: "nocommands resets the rules", file: "user x on nopass +@all -ping nocommands +ping",
+			want: []string{"user default on nopass ~* &* +@all", "user x on nopass resetchannels -@all +ping"}},
+		{name: "passwords, hashes, removal, quoting", file: "user x on >a >b \">c d\" #" + sha("e") + " <a !" + sha("e") + " >b",
+			want: []string{"user default on nopass ~* &* +@all", "user x on #" + sha("b") + " #" + sha("c d") + " resetchannels -@all"}},
+		{name: "nopass clears passwords, a password clears nopass", file: "user x on >a nopass\nuser y on nopass >b",
+			want: []string{"user default on nopass ~* &* +@all", "user x on nopass resetchannels -@all",
+				"user y on #" + sha("b") + " resetchannels -@all"}},
+		{name: "key patterns", file: "user t on nopass ~tenant1:* %R~shared:* %W~audit:* %RW~x resetchannels &news",
+			want: []string{"user default on nopass ~* &* +@all", "user t on nopass ~tenant1:* %R~shared:* %W~audit:* ~x resetchannels &news -@all"}},
+		{name: "the file defines the default user", file: "user default on >pw +@all ~*\n  \n\tUSER other OFF",
+			want: []string{"user default on #" + sha("pw") + " ~* resetchannels +@all", "user other off resetchannels -@all"}},
+		{name: "reset and case-insensitive keywords", file: "user x ON NOPASS +@ALL ~* reset >p +PING",
+			want: []string{"user default on nopass ~* &* +@all", "user x off #" + sha("p") + " resetchannels -@all +ping"}},
+		{name: "Redis's extra keywords", file: "user x on nopass sanitize-payload skip-sanitize-payload clearselectors allcommands",
+			want: []string{"user default on nopass ~* &* +@all", "user x on nopass resetchannels +@all"}},
+		{name: "patterns with spaces and quotes are quoted", file: "user q on \"~a b\" '%R~x\"y' \"&\\x00\"",
+			want: []string{"user default on nopass ~* &* +@all", "user q on \"~a b\" \"%R~x\\\"y\" resetchannels \"&\\x00\" -@all"}},
+		{name: "CRLF lines and comments", file: "# users\r\nuser a on nopass\r\n#user b\r\n",
+			want: []string{"user a on nopass resetchannels -@all", "user default on nopass ~* &* +@all"}},
+	} {
+		a, err := ParseACL([]byte(tc.file), tc.requirePass)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if got := aclList(a); !slices.Equal(got, tc.want) {
+			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestParseACLErrors(t *testing.T) {
+	for _, tc := range []struct{ file, requirePass, want string }{
+		{"user app on\nuser app off", "", "line 2: user 'app' is already defined on line 1"},
+		{"\n\nuser app on -flushal", "", "line 3: user 'app': '-flushal': unknown command 'flushal'"},
+		{"user app +config|nope", "", "line 1: user 'app': '+config|nope': unknown command 'config|nope'"},
+		{"user app +@ratelimits", "", "line 1: user 'app': '+@ratelimits': unknown category '@ratelimits' (see ACL CAT)"},
+		{"user app on bogus", "", "line 1: user 'app': unknown rule 'bogus'"},
+		{"user app on \">open", "", "line 1: unbalanced quotes"},
+		{"users app on", "", "line 1: expected 'user <name> [rules...]', got \"users\""},
+		{"user", "", "line 1: a user needs a name"},
+		{"user a\x01b on", "", "line 1: invalid user name \"a b\": use printable characters, no spaces"},
+		{"user app #abc", "", "line 1: user 'app': '#...': a password hash is 64 hexadecimal digits (SHA-256)"},
+		{"user app >a <b", "", "line 1: user 'app': '<...': the password to remove is not one of the user's"},
+		{"user app ~* ~foo", "", "line 1: user 'app': '~foo': a key pattern after '~*' (or allkeys) has no effect; use resetkeys first"},
+		{"user app %X~foo", "", "line 1: user 'app': '%X~foo': key permissions are R, W or RW"},
+		{"user app %foo", "", "line 1: user 'app': '%foo': expected %R~, %W~ or %RW~ before the key pattern"},
+		{"user app (+ping ~*)", "", "line 1: user 'app': '(+ping': selectors are not supported"},
+		{"user app (+ping)", "", "line 1: user 'app': '(+ping)': selectors are not supported"},
+		{"user app on \"\"", "", "line 1: user 'app': empty rule"},
+		{"user \"\" on", "", "line 1: invalid user name \"\": use printable characters, no spaces"},
+		{"user x on\n# c\nuser default on nopass", "pw", "line 3: the file defines the default user, whose password requirepass would also set: give it its password in the file (user default on >password ...)"},
+	} {
+		_, err := ParseACL([]byte(tc.file), tc.requirePass)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("ParseACL(%q) = %v\nwant %s", tc.file, err, tc.want)
+		}
+	}
+}
+
+func TestACLCategoriesAreKnown(t *testing.T) {
+	for _, c := range byID {
+		for _, cat := range c.acl {
+			if !strings.HasPrefix(cat, "@") || !slices.Contains(aclCategories, cat[1:]) {
+				t.Errorf("%s: category %q is not in aclCategories", c.name, cat)
+			}
+		}
+		if byID[c.id] != c {
+			t.Errorf("%s: id %d names %s", c.name, c.id, byID[c.id].name)
+		}
+	}
+}
+
+// TestAdminCommandsAreDangerous pins the categories an application user's
+// -@dangerous relies on.
+func TestAdminCommandsAreDangerous(t *testing.T) {
+	for _, name := range []string{"flushall", "flushdb", "shutdown", "config|get", "save", "bgsave",
+		"rl.cluster|join", "rl.cluster|remove", "client|list", "acl|list", "acl|users", "info", "role"} {
+		c := commandByName(name)
+		if c == nil {
+			t.Errorf("%s: no such command", name)
+			continue
+		}
+		if !slices.Contains(c.acl, "@dangerous") {
+			t.Errorf("%s: categories %v lack @dangerous", name, c.acl)
+		}
+	}
+}
+
+const appACL = `
+# an application: limiter commands only
+user app on >app-pw ~* +@ratelimit +@connection -@dangerous
+# an operator
+user ops on >ops-pw ~* &* +@all
+user off-user off >pw +@all ~*
+user tenant on >t-pw ~tenant1:* %R~shared:* +@all
+user cfg on >c-pw +config|get +acl|whoami
+user default on >default-pw +@all ~*
+`
+
+func startACLServer(t testing.TB) (string, *Server) {
+	t.Helper()
+	acl, err := ParseACL([]byte(appACL), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startServer(t, Config{ACL: acl, Settings: map[string]string{"port": "1"}})
+}
+
+// exchange sends the commands as one pipeline and checks the replies; a
+// wanted reply ending in * is a prefix (for fields that count down).
+func exchange(t *testing.T, addr string, steps ...[2]string) {
+	t.Helper()
+	c, r := dial(t, addr)
+	var req strings.Builder
+	for _, s := range steps {
+		req.WriteString(encode(strings.Fields(s[0])...))
+	}
+	io.WriteString(c, req.String())
+	for i, s := range steps {
+		got := readReply(t, r)
+		if want, ok := strings.CutSuffix(s[1], "*"); ok && strings.HasPrefix(got, want) {
+			continue
+		}
+		if got != s[1] {
+			t.Errorf("%d: %s = %q, want %q", i, s[0], got, s[1])
+		}
+	}
+}
+
+func TestACLApplicationUser(t *testing.T) {
+	addr, srv := startACLServer(t)
+	exchange(t, addr,
+		[2]string{"PING", "-NOAUTH Authentication required."},
+		[2]string{"AUTH app wrong", "-WRONGPASS invalid username-password pair or user is disabled."},
+		[2]string{"AUTH app app-pw", "OK"},
+		[2]string{"ACL WHOAMI", "-NOPERM User app has no permissions to run the 'acl|whoami' command"},
+		[2]string{"RL.ALLOW k 1 0.001", "[:1 :0 :0 :1000000]"},
+		[2]string{"FLUSHALL", "-NOPERM User app has no permissions to run the 'flushall' command"},
+		[2]string{"RL.ALLOW k 1 0.001", "[:0 :0 :*"},
+		[2]string{"SHUTDOWN", "-NOPERM User app has no permissions to run the 'shutdown' command"},
+		[2]string{"CONFIG GET port", "-NOPERM User app has no permissions to run the 'config|get' command"},
+		[2]string{"RL.CLUSTER JOIN n2 127.0.0.1:7001", "-NOPERM User app has no permissions to run the 'rl.cluster|join' command"},
+		[2]string{"RL.CLUSTER REMOVE n2", "-NOPERM User app has no permissions to run the 'rl.cluster|remove' command"},
+		[2]string{"CONFIG HELP", "-NOPERM User app has no permissions to run the 'config' command"},
+		[2]string{"CLIENT LIST", "-NOPERM User app has no permissions to run the 'client|list' command"},
+		[2]string{"DEL k", "-NOPERM User app has no permissions to run the 'del' command"},
+		[2]string{"RL.PEEK k 1 0.001", "[:0 :0 :*"},
+		[2]string{"RL.RESET k", ":1"},
+		[2]string{"CL.THROTTLE k 0 1 1000", "[:0 :1 :0 :-1 :1000]"},
+		[2]string{"CLIENT SETNAME a", "OK"},
+		[2]string{"PING", "PONG"},
+	)
+	if n := srv.Stats.ACLDeniedCmd.Load(); n != 9 {
+		t.Errorf("ACLDeniedCmd = %d, want 9", n)
+	}
+	if n := srv.Stats.AuthFailures.Load(); n != 1 {
+		t.Errorf("AuthFailures = %d, want 1", n)
+	}
+	if n, _ := srv.backend.Len(t.Context()); n != 1 {
+		t.Errorf("keys = %d after a refused FLUSHALL, want 1", n)
+	}
+}
+
+func TestACLAuthForms(t *testing.T) {
+	addr, _ := startACLServer(t)
+	exchange(t, addr,
+		[2]string{"AUTH default-pw", "OK"}, // AUTH <password>: the default user
+		[2]string{"ACL WHOAMI", "default"},
+		[2]string{"AUTH off-user pw", "-WRONGPASS invalid username-password pair or user is disabled."},
+		[2]string{"ACL WHOAMI", "default"}, // a failed AUTH keeps the user
+		[2]string{"AUTH nobody pw", "-WRONGPASS invalid username-password pair or user is disabled."},
+		[2]string{"AUTH ops ops-pw", "OK"},
+		[2]string{"ACL WHOAMI", "ops"},
+		[2]string{"RESET", "RESET"},
+		[2]string{"ACL WHOAMI", "-NOAUTH Authentication required."},
+		[2]string{"HELLO 2 AUTH cfg c-pw", "[server rlserver version " + redisVersion + " proto :2 id :1 mode standalone role master modules []]"},
+		[2]string{"ACL WHOAMI", "cfg"},
+		[2]string{"CONFIG GET port", "[port 1]"},
+		[2]string{"CONFIG HELP", "-NOPERM User cfg has no permissions to run the 'config' command"},
+		[2]string{"HELLO 2 AUTH app nope", "-WRONGPASS invalid username-password pair or user is disabled."},
+		[2]string{"ACL WHOAMI", "cfg"},
+	)
+}
+
+func TestACLKeyPatterns(t *testing.T) {
+	addr, srv := startACLServer(t)
+	exchange(t, addr,
+		[2]string{"AUTH tenant t-pw", "OK"},
+		[2]string{"RL.ALLOW tenant1:a 5 0.001", "[:1 :4 :0 :1000000]"},
+		[2]string{"RL.ALLOW tenant2:a 5 0.001", "-NOPERM No permissions to access a key"},
+		[2]string{"RL.PEEK shared:x 5 0.001", "[:1 :4 :0 :1000000]"},
+		[2]string{"RL.ALLOW shared:x 5 0.001", "-NOPERM No permissions to access a key"}, // read-only pattern
+		[2]string{"EXISTS tenant1:a shared:x", ":1"},
+		[2]string{"EXISTS tenant1:a other", "-NOPERM No permissions to access a key"},
+		[2]string{"DEL shared:x", "-NOPERM No permissions to access a key"},
+		[2]string{"DEL tenant1:a", ":1"},
+		[2]string{"DBSIZE", ":0"},
+	)
+	if n := srv.Stats.ACLDeniedKey.Load(); n != 4 {
+		t.Errorf("ACLDeniedKey = %d, want 4", n)
+	}
+}
+
+func TestACLCommands(t *testing.T) {
+	addr, _ := startACLServer(t)
+	exchange(t, addr,
+		[2]string{"AUTH ops ops-pw", "OK"},
+		[2]string{"ACL USERS", "[app cfg default off-user ops tenant]"},
+		[2]string{"ACL CAT", "[" + strings.Join(aclCategories, " ") + "]"},
+		[2]string{"ACL CAT nope", "-ERR Unknown category 'nope'"},
+		[2]string{"ACL CAT a b", "-ERR wrong number of arguments for 'acl|cat' command"},
+		[2]string{"ACL SETUSER x", "-ERR unknown subcommand 'SETUSER'. Try ACL HELP."},
+		[2]string{"ACL LIST", "[user app on #" + sha("app-pw") + " ~* resetchannels -@all +@ratelimit +@connection -@dangerous " +
+			"user cfg on #" + sha("c-pw") + " resetchannels -@all +config|get +acl|whoami " +
+			"user default on #" + sha("default-pw") + " ~* resetchannels +@all " +
+			"user off-user off #" + sha("pw") + " ~* resetchannels +@all " +
+			"user ops on #" + sha("ops-pw") + " ~* &* +@all " +
+			"user tenant on #" + sha("t-pw") + " ~tenant1:* %R~shared:* resetchannels +@all]"},
+	)
+	// ACL CAT lists a category's commands, subcommands as container|sub
+	// and without containers.
+	c, r := dial(t, addr)
+	io.WriteString(c, encode("AUTH", "ops", "ops-pw")+encode("ACL", "CAT", "ratelimit")+encode("ACL", "CAT", "@dangerous"))
+	readReply(t, r)
+	for _, tc := range []struct{ in, out []string }{
+		{in: []string{"rl.allow", "rl.peek", "rl.reset", "cl.throttle", "gcra"}, out: []string{"flushall", "del", "ping"}},
+		{in: []string{"flushall", "shutdown", "config|get", "rl.cluster|join", "client|list", "acl|list"}, out: []string{"rl.allow", "config", "ping"}},
+	} {
+		got := strings.Fields(strings.Trim(readReply(t, r), "[]"))
+		for _, n := range tc.in {
+			if !slices.Contains(got, n) {
+				t.Errorf("ACL CAT %v lacks %s", got, n)
+			}
+		}
+		for _, n := range tc.out {
+			if slices.Contains(got, n) {
+				t.Errorf("ACL CAT %v has %s", got, n)
+			}
+		}
+	}
+}
+
+func TestDefaultACLFromRequirePass(t *testing.T) {
+	addr, _ := startServer(t, Config{RequirePass: "pw"})
+	exchange(t, addr,
+		[2]string{"AUTH default pw", "OK"},
+		[2]string{"ACL WHOAMI", "default"},
+		[2]string{"ACL LIST", "[user default on #" + sha("pw") + " ~* &* +@all]"},
+		[2]string{"AUTH other pw", "-WRONGPASS invalid username-password pair or user is disabled."},
+	)
+	addr, _ = startServer(t, Config{})
+	exchange(t, addr,
+		[2]string{"ACL WHOAMI", "default"},
+		[2]string{"AUTH x", "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"},
+		[2]string{"AUTH default anything", "OK"}, // nopass: any password
+	)
+}
+
+// TestDefaultUserOffRequiresAuth: a default user that is off means every
+// connection must AUTH as someone, with the tighter pre-auth limits.
+func TestDefaultUserOffRequiresAuth(t *testing.T) {
+	acl, err := ParseACL([]byte("user default off nopass\nuser a on nopass +@all ~*"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, srv := startServer(t, Config{ACL: acl})
+	if srv.openAuth {
+		t.Fatal("default user off, yet connections start authenticated")
+	}
+	exchange(t, addr,
+		[2]string{"PING", "-NOAUTH Authentication required."},
+		[2]string{"AUTH default x", "-WRONGPASS invalid username-password pair or user is disabled."},
+		[2]string{"AUTH a whatever", "OK"},
+		[2]string{"PING", "PONG"},
+	)
+}
+
+// TestGlobMatchAgainstReference compares the linear matcher with the
+// straightforward recursive one it replaced, on random patterns and
+// strings over a small alphabet.
+func TestGlobMatchAgainstReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	tokens := []string{"a", "b", "*", "?", "[ab]", "[^a]", "[a-b]", "\\*", "\\", "[", "]", "**"}
+	for range 200000 {
+		var p strings.Builder
+		for range r.IntN(6) {
+			p.WriteString(tokens[r.IntN(len(tokens))])
+		}
+		s := make([]byte, r.IntN(7))
+		for i := range s {
+			s[i] = "ab*[\\"[r.IntN(5)]
+		}
+		want := globMatchRef(p.String(), string(s))
+		if got := globMatch(p.String(), s); got != want {
+			t.Fatalf("globMatch(%q, %q) = %v, want %v", p.String(), s, got, want)
+		}
+	}
+}
+
+func TestKeyPatternPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		pat, key string
+		isPfx    bool
+		want     bool
+	}{
+		{"tenant1:*", "tenant1:x", true, true}, {"tenant1:*", "tenant1:", true, true},
+		{"tenant1:*", "tenant2:x", true, false}, {"tenant1:*", "tenant1", true, false},
+		{"*", "", true, true}, {"t?:*", "t1:x", false, true}, {"a\\*", "a*", false, true},
+		{"a\\*", "ab", false, false}, {"exact", "exact", false, true}, {"exact", "exactly", false, false},
+	} {
+		p := newKeyPattern(tc.pat, keyRead)
+		if p.isPfx != tc.isPfx || p.match([]byte(tc.key)) != tc.want || globMatch(tc.pat, tc.key) != tc.want {
+			t.Errorf("%q on %q: prefix form %v, match %v; want %v, %v", tc.pat, tc.key, p.isPfx, p.match([]byte(tc.key)), tc.isPfx, tc.want)
+		}
+	}
+}
+
+// TestGlobMatchIsLinear: a pattern with many stars against a long key
+// that does not match takes O(pattern*key) steps, not exponential time.
+func TestGlobMatchIsLinear(t *testing.T) {
+	key := []byte(strings.Repeat("a", 16<<10))
+	start := time.Now()
+	if globMatch("*a*a*a*a*a*a*a*a*b", key) {
+		t.Fatal("matched")
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("took %v", d)
+	}
+}
+
+func globMatchRef(pattern, s string) bool {
+	for len(pattern) > 0 {
+		switch pattern[0] {
+		case '*':
+			for len(pattern) > 1 && pattern[1] == '*' {
+				pattern = pattern[1:]
+			}
+			if len(pattern) == 1 {
+				return true
+			}
+			for i := 0; i <= len(s); i++ {
+				if globMatchRef(pattern[1:], s[i:]) {
+					return true
+				}
+			}
+			return false
+		case '?':
+			if len(s) == 0 {
+				return false
+			}
+			s = s[1:]
+			pattern = pattern[1:]
+		case '[':
+			if len(s) == 0 {
+				return false
+			}
+			end := strings.IndexByte(pattern[1:], ']')
+			if end < 0 {
+				return false
+			}
+			class := pattern[1 : 1+end]
+			pattern = pattern[2+end:]
+			neg := strings.HasPrefix(class, "^")
+			if neg {
+				class = class[1:]
+			}
+			match := false
+			for i := 0; i < len(class); i++ {
+				if i+2 < len(class) && class[i+1] == '-' {
+					if class[i] <= s[0] && s[0] <= class[i+2] {
+						match = true
+					}
+					i += 2
+				} else if class[i] == s[0] {
+					match = true
+				}
+			}
+			if match == neg {
+				return false
+			}
+			s = s[1:]
+		case '\\':
+			if len(pattern) > 1 {
+				pattern = pattern[1:]
+			}
+			fallthrough
+		default:
+			if len(s) == 0 || s[0] != pattern[0] {
+				return false
+			}
+			s = s[1:]
+			pattern = pattern[1:]
+		}
+	}
+	return len(s) == 0
+}
+
+// BenchmarkACLCheck is the per-command permission check of process for
+// RL.ALLOW: a user with every command and key, one limited to categories,
+// and one whose keys must match a pattern.
+func BenchmarkACLCheck(b *testing.B) {
+	acl, err := ParseACL([]byte(appACL), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := New(Config{ACL: acl}, nil)
+	cmd := commands["rl.allow"]
+	args := [][]byte{[]byte("RL.ALLOW"), []byte("tenant1:user:12345"), []byte("100"), []byte("10")}
+	c := &client{}
+	for _, name := range []string{"ops", "app", "tenant"} {
+		u := acl.users[name]
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if s.checkACL(c, u, cmd, args) != "" {
+					b.Fatal("denied")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPipelineAllowUser is RL.ALLOW pipelined (32 per batch, one
+// connection) as the default user with every permission and as an
+// application user checked against its bitmap and key patterns: the
+// difference is the cost of the check in place, with everything else
+// that serving a command does.
+func BenchmarkPipelineAllowUser(b *testing.B) {
+	acl, err := ParseACL([]byte(appACL), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct{ name, auth string }{
+		{"default", "default-pw"}, {"app", "app app-pw"}, {"tenant", "tenant t-pw"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			addr, _ := startServer(b, Config{ACL: acl})
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			r := bufio.NewReaderSize(c, 1<<20)
+			io.WriteString(c, encode(append([]string{"AUTH"}, strings.Fields(tc.auth)...)...))
+			if line, _ := r.ReadString('\n'); line != "+OK\r\n" {
+				b.Fatalf("AUTH: %q", line)
+			}
+			var pl strings.Builder
+			const depth = 32
+			for i := range depth {
+				pl.WriteString(encode("RL.ALLOW", fmt.Sprintf("tenant1:%06d", i), "1000000", "1000"))
+			}
+			req := []byte(pl.String())
+			b.ReportAllocs()
+			for b.Loop() {
+				c.Write(req)
+				for range 5 * depth { // each reply: an array header and 4 integers
+					if _, err := r.ReadSlice('\n'); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*depth), "ns/cmd")
+		})
+	}
+}
+
+// FuzzParseACL: no file makes ParseACL panic, and a file it accepts
+// describes users whose ACL LIST lines parse back to the same lines.
+func FuzzParseACL(f *testing.F) {
+	f.Add([]byte(appACL), "")
+	f.Add([]byte("user a on >p ~x* %R~y +@all -config|get &c\nuser default off"), "pw")
+	f.Add([]byte("user \"a\" '>b c' \"\\x41\""), "")
+	f.Fuzz(func(t *testing.T, src []byte, pass string) {
+		a, err := ParseACL(src, pass)
+		if err != nil {
+			return
+		}
+		list := strings.Join(aclList(a), "\n")
+		b, err := ParseACL([]byte(list), "")
+		if err != nil {
+			t.Fatalf("ACL LIST does not parse back: %v\n%s", err, list)
+		}
+		if again := strings.Join(aclList(b), "\n"); again != list {
+			t.Fatalf("ACL LIST changes on a round trip:\n%s\n%s", list, again)
+		}
+		for _, n := range a.names {
+			if !slices.Equal(a.users[n].allowed, b.users[n].allowed) {
+				t.Fatalf("user %s: permissions change on a round trip", n)
+			}
+		}
+	})
+}

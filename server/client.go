@@ -1,0 +1,443 @@
+package server
+
+import (
+	"crypto/tls"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rlserver/rlserver/engine"
+)
+
+// client is one connection's state. Its fields are touched only by the
+// connection's own goroutine, except the ones under mu, which CLIENT LIST
+// reads from other connections.
+type client struct {
+	id         int64
+	addr       string
+	laddr      string
+	created    time.Time
+	rep        replier
+	user       *aclUser // nil until authenticated (set with Server.setUser)
+	lower      []byte   // scratch for the lower-cased command name
+	lastLookup *command // the command last looked up by name
+
+	// The pending batch: engine requests gathered from a pipeline, and the
+	// commands whose replies wait for them, in arrival order.
+	reqs    []engine.Request
+	names   [][]byte // policy names of tiered requests, aligned with reqs (policy_cmd.go); may be shorter
+	res     []engine.Result
+	pending []pendingReply
+	st      connStats // the pipeline's command tally (stats.go)
+	sub     *command  // the subcommand a container just ran, for the tally
+	memo    argMemo   // the last limit arguments and what they built (limiter.go)
+
+	// CLIENT REPLY (cmdClientReply): replies are dropped while replyOff,
+	// or for the one command after CLIENT REPLY SKIP (replySkipNext, then
+	// replySkip while it runs). quiet is set while any of them is, so the
+	// ordinary path checks one bool per command (Server.processQuiet).
+	replyOff, replySkipNext, replySkip, quiet bool
+
+	// Bytes read and written not yet added to the totals under mu (the
+	// connection's goroutine adds them once per pipeline, in handle).
+	pendingIn, pendingOut int64
+
+	fd int // the socket's descriptor, for CLIENT LIST; -1 when unknown
+
+	mu       sync.Mutex
+	userName string // user's name for CLIENT LIST ("default" when none)
+	name     string
+	libName  string
+	libVer   string
+	lastCmd  string
+	lastAt   time.Time
+	resp     int
+	noEvict  bool  // CLIENT NO-EVICT on: flag e (rlserver evicts no clients)
+	totIn    int64 // tot-net-in, as of the last finished pipeline
+	totOut   int64 // tot-net-out, idem
+	totCmds  int64 // tot-cmds, idem
+}
+
+// pendingReply is a command of the pending batch: its requests are
+// reqs[first:first+n]; errText, when set, is its reply instead.
+type pendingReply struct {
+	cmd     *command
+	first   int
+	n       int
+	errText string
+}
+
+func newClient(id int64, conn *conn) *client {
+	c := &client{id: id, addr: conn.RemoteAddr(), created: time.Now(), resp: 2, userName: "default", fd: -1}
+	if nc := conn.NetConn(); nc != nil {
+		c.laddr = nc.LocalAddr().String()
+		c.fd = socketFD(nc)
+	}
+	c.rep.conn = conn
+	c.lastAt = c.created
+	return c
+}
+
+func (c *client) setProto(v int) {
+	c.mu.Lock()
+	c.resp = v
+	c.mu.Unlock()
+	c.rep.resp3 = v == 3
+}
+
+// socketFD returns the descriptor under nc (through the guard and TLS),
+// or -1. It is read once, at connect.
+func socketFD(nc net.Conn) int {
+	for {
+		switch x := nc.(type) {
+		case *guardConn:
+			nc = x.Conn
+			continue
+		case *tls.Conn:
+			nc = x.NetConn()
+			continue
+		}
+		break
+	}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return -1
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	fd := -1
+	raw.Control(func(d uintptr) { fd = int(d) })
+	return fd
+}
+
+// info is the client's line in CLIENT LIST and CLIENT INFO: Redis 7.4's
+// fields in its order (networking.c, catClientInfoString), then Redis 8's
+// tot-net-in, tot-net-out and tot-cmds. Fields that have no counterpart
+// here (pub/sub, MULTI, WATCH, buffers, tracking) hold what Redis shows for
+// an idle client without them: 0, -1 for multi and redir. qbuf and the
+// buffer sizes are 0: the buffers belong to the connection's goroutine.
+// The totals are those of the pipelines finished before this one.
+func (c *client) info(now time.Time) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	flags := "N"
+	if c.noEvict {
+		flags = "e"
+	}
+	cmd := c.lastCmd
+	if cmd == "" {
+		cmd = "NULL"
+	}
+	var b strings.Builder
+	b.Grow(400)
+	b.WriteString("id=" + strconv.FormatInt(c.id, 10))
+	b.WriteString(" addr=" + c.addr)
+	b.WriteString(" laddr=" + c.laddr)
+	b.WriteString(" fd=" + strconv.Itoa(c.fd))
+	b.WriteString(" name=" + c.name)
+	b.WriteString(" age=" + strconv.FormatInt(int64(now.Sub(c.created)/time.Second), 10))
+	b.WriteString(" idle=" + strconv.FormatInt(int64(now.Sub(c.lastAt)/time.Second), 10))
+	b.WriteString(" flags=" + flags)
+	b.WriteString(" db=0 sub=0 psub=0 ssub=0 multi=-1 watch=0 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0" +
+		" rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r")
+	b.WriteString(" cmd=" + cmd)
+	b.WriteString(" user=" + c.userName)
+	b.WriteString(" redir=-1")
+	b.WriteString(" resp=" + strconv.Itoa(c.resp))
+	b.WriteString(" lib-name=" + c.libName)
+	b.WriteString(" lib-ver=" + c.libVer)
+	b.WriteString(" tot-net-in=" + strconv.FormatInt(c.totIn, 10))
+	b.WriteString(" tot-net-out=" + strconv.FormatInt(c.totOut, 10))
+	b.WriteString(" tot-cmds=" + strconv.FormatInt(c.totCmds, 10))
+	return b.String()
+}
+
+// age is how long the client has been connected, in whole seconds, as
+// CLIENT LIST's age and CLIENT KILL MAXAGE count it.
+func (c *client) age(now time.Time) int64 {
+	return int64(now.Sub(c.created) / time.Second)
+}
+
+// clientTypeMatches reports whether a client of rlserver (every one is a
+// normal client: there are no replica, master or pub/sub connections)
+// is of the CLIENT LIST / CLIENT KILL TYPE named; ok is false for a name
+// Redis does not know.
+func clientTypeMatches(name []byte) (match, ok bool) {
+	switch strings.ToLower(string(name)) {
+	case "normal":
+		return true, true
+	case "replica", "slave", "master", "pubsub":
+		return false, true
+	}
+	return false, false
+}
+
+// cmdClientList: CLIENT LIST [TYPE type | ID id [id ...]], parsed as
+// Redis 7 does: TYPE takes exactly one argument; IDs that name no client
+// are skipped, in the order given.
+func cmdClientList(s *Server, c *client, args [][]byte) outcome {
+	var list []*client
+	switch {
+	case len(args) == 4 && equalFold(args[2], "type"):
+		match, ok := clientTypeMatches(args[3])
+		if !ok {
+			c.rep.error("ERR Unknown client type '" + sanitize(args[3], 64) + "'")
+			return cmdOK
+		}
+		if match {
+			list = s.clientList()
+		}
+	case len(args) > 3 && equalFold(args[2], "id"):
+		ids := make([]int64, 0, len(args)-3)
+		for _, a := range args[3:] {
+			id, ok := parseInt(a)
+			if !ok {
+				c.rep.error("ERR Invalid client ID")
+				return cmdOK
+			}
+			ids = append(ids, id)
+		}
+		s.mu.Lock()
+		for _, id := range ids {
+			if cl := s.clients[id]; cl != nil {
+				list = append(list, cl)
+			}
+		}
+		s.mu.Unlock()
+	case len(args) != 2:
+		c.rep.error(errSyntax)
+		return cmdOK
+	default:
+		list = s.clientList()
+	}
+	var b strings.Builder
+	now := time.Now()
+	for _, cl := range list {
+		b.WriteString(cl.info(now))
+		b.WriteByte('\n')
+	}
+	c.rep.verbatim(b.String())
+	return cmdOK
+}
+
+// clientList returns the connected clients by id.
+func (s *Server) clientList() []*client {
+	s.mu.Lock()
+	list := make([]*client, 0, len(s.clients))
+	for _, cl := range s.clients {
+		list = append(list, cl)
+	}
+	s.mu.Unlock()
+	sort.Slice(list, func(i, j int) bool { return list[i].id < list[j].id })
+	return list
+}
+
+func clientKillCommand() *command {
+	return admin(sub("client", "kill", -3, []string{"admin", "noscript", "loading", "stale"},
+		"Terminates open connections.", cmdClientKill))
+}
+
+// cmdClientKill: CLIENT KILL addr:port (the old form: +OK, or an error
+// when no client has that address; it may name the caller), or CLIENT
+// KILL with filters ID, ADDR, LADDR, TYPE, USER, SKIPME yes|no and MAXAGE
+// (seconds connected at least), all of which a client must match; the
+// reply counts the clients killed. The caller is spared unless SKIPME no.
+// Another client's connection is closed at once, even while it waits for
+// a command; the caller's own after the reply.
+func cmdClientKill(s *Server, c *client, args [][]byte) outcome {
+	var (
+		addr, laddr, user []byte
+		id, maxAge        int64
+		typeOK            = true
+		skipMe            = true
+	)
+	if len(args) == 3 {
+		addr, skipMe = args[2], false
+	} else {
+		for i := 2; i < len(args); i += 2 {
+			if i+1 >= len(args) {
+				c.rep.error(errSyntax)
+				return cmdOK
+			}
+			v := args[i+1]
+			switch {
+			case equalFold(args[i], "id"):
+				n, ok := parseInt(v)
+				if !ok || n < 1 {
+					c.rep.error("ERR client-id should be greater than 0")
+					return cmdOK
+				}
+				id = n
+			case equalFold(args[i], "maxage"):
+				n, ok := parseInt(v)
+				if !ok {
+					c.rep.error("ERR maxage is not an integer or out of range")
+					return cmdOK
+				}
+				if n <= 0 {
+					c.rep.error("ERR maxage should be greater than 0")
+					return cmdOK
+				}
+				maxAge = n
+			case equalFold(args[i], "type"):
+				match, ok := clientTypeMatches(v)
+				if !ok {
+					c.rep.error("ERR Unknown client type '" + sanitize(v, 64) + "'")
+					return cmdOK
+				}
+				typeOK = match
+			case equalFold(args[i], "addr"):
+				addr = v
+			case equalFold(args[i], "laddr"):
+				laddr = v
+			case equalFold(args[i], "user"):
+				if s.acl.users[string(v)] == nil {
+					c.rep.error("ERR No such user '" + sanitize(v, 64) + "'")
+					return cmdOK
+				}
+				user = v
+			case equalFold(args[i], "skipme"):
+				switch {
+				case equalFold(v, "yes"):
+					skipMe = true
+				case equalFold(v, "no"):
+					skipMe = false
+				default:
+					c.rep.error(errSyntax)
+					return cmdOK
+				}
+			default:
+				c.rep.error(errSyntax)
+				return cmdOK
+			}
+		}
+	}
+	now := time.Now()
+	killed, self := 0, false
+	if typeOK {
+		for _, cl := range s.clientList() {
+			cl.mu.Lock()
+			userName := cl.userName
+			cl.mu.Unlock()
+			switch {
+			case addr != nil && cl.addr != string(addr),
+				laddr != nil && cl.laddr != string(laddr),
+				id != 0 && cl.id != id,
+				user != nil && userName != string(user),
+				cl == c && skipMe,
+				maxAge != 0 && cl.age(now) < maxAge:
+				continue
+			}
+			if cl == c {
+				self = true
+			} else {
+				s.kill(cl)
+			}
+			killed++
+		}
+	}
+	if len(args) == 3 {
+		if killed == 0 {
+			c.rep.error("ERR No such client")
+		} else {
+			c.rep.conn.WriteString("OK")
+		}
+	} else {
+		c.rep.conn.WriteInt(killed)
+	}
+	if self {
+		return cmdQuit // closed once the reply is flushed
+	}
+	return cmdOK
+}
+
+// kill closes another client's connection now: it leaves CLIENT LIST at
+// once, and a deadline in the past ends the read its goroutine waits in
+// (or the write it is blocked on); what it has not sent is dropped, as
+// Redis drops a killed client's output.
+func (s *Server) kill(cl *client) {
+	s.mu.Lock()
+	delete(s.clients, cl.id)
+	s.mu.Unlock()
+	cn := cl.rep.conn
+	cn.killed.Store(true)
+	cn.nc.SetDeadline(time.Unix(1, 0))
+}
+
+// cmdClientNoEvict: CLIENT NO-EVICT on|off. rlserver never evicts clients
+// (maxmemory acts on keys); the mode is kept and shown as flag e, as
+// Redis shows it.
+func cmdClientNoEvict(_ *Server, c *client, args [][]byte) outcome {
+	var on bool
+	switch {
+	case equalFold(args[2], "on"):
+		on = true
+	case equalFold(args[2], "off"):
+	default:
+		c.rep.error(errSyntax)
+		return cmdOK
+	}
+	c.mu.Lock()
+	c.noEvict = on
+	c.mu.Unlock()
+	c.rep.conn.WriteString("OK")
+	return cmdOK
+}
+
+// cmdClientReply: CLIENT REPLY ON|OFF|SKIP, as Redis: OFF drops every
+// reply (its own included) until ON, which answers +OK; SKIP drops its
+// own reply and the next command's (and does nothing while OFF). Errors
+// are dropped too.
+func cmdClientReply(_ *Server, c *client, args [][]byte) outcome {
+	switch {
+	case equalFold(args[2], "on"):
+		c.replyOff, c.replySkip, c.replySkipNext = false, false, false
+		c.rep.conn.unmute()
+		c.rep.conn.WriteString("OK")
+	case equalFold(args[2], "off"):
+		c.replyOff = true
+	case equalFold(args[2], "skip"):
+		if !c.replyOff {
+			c.replySkipNext = true
+		}
+	default:
+		c.rep.error(errSyntax)
+		return cmdOK
+	}
+	c.quiet = c.replyOff || c.replySkip || c.replySkipNext
+	return cmdOK
+}
+
+// resetReplyMode is RESET's part: replies are on again from this one on,
+// unless this command is the one a SKIP drops (as in Redis, which clears
+// OFF and a pending SKIP but not the current one).
+func (c *client) resetReplyMode() {
+	c.replyOff, c.replySkipNext = false, false
+	if !c.replySkip {
+		c.rep.conn.unmute()
+	}
+	c.quiet = c.replySkip
+}
+
+// processQuiet runs one command while CLIENT REPLY is OFF or SKIP: each
+// command is answered on its own (its batch flushed) so that exactly its
+// replies are dropped. A SKIP read before this command applies to it.
+func (s *Server) processQuiet(c *client, args [][]byte) outcome {
+	s.flushBatch(c) // earlier commands' replies are sent
+	c.replySkip, c.replySkipNext = c.replySkipNext, false
+	if c.replyOff || c.replySkip {
+		c.rep.conn.mute()
+	}
+	out := s.process(c, args)
+	s.flushBatch(c)
+	c.rep.conn.unmute()
+	c.replySkip = false
+	c.quiet = c.replyOff || c.replySkipNext
+	return out
+}

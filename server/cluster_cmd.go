@@ -1,0 +1,286 @@
+package server
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// Cluster commands: RL.CLUSTER, ROLE and INFO's replication section. They
+// reach the cluster through the Cluster interface, which a replicated
+// Backend implements; a standalone server answers them as Redis does
+// without cluster support.
+
+// Cluster is what the cluster commands need from a replicated backend.
+type Cluster interface {
+	// ClusterStatus is this node's view of the cluster.
+	ClusterStatus() ClusterStatus
+	// Join adds a voting member with its Raft address.
+	Join(ctx context.Context, id, raftAddr string) error
+	// Remove removes a member.
+	Remove(ctx context.Context, id string) error
+	// Digest hashes the replicated state at the last applied entry; nodes
+	// that applied the same index report the same digest.
+	Digest(ctx context.Context) (appliedIndex uint64, digest string, err error)
+}
+
+// ClusterStatus is one node's view of its cluster.
+type ClusterStatus struct {
+	NodeID        string
+	Role          string // "leader", "follower", "candidate" or "shutdown"
+	LeaderID      string // "" while no leader is known
+	Term          uint64
+	CommitIndex   uint64
+	AppliedIndex  uint64 // Raft's applied index
+	LastLogIndex  uint64
+	SnapshotIndex uint64
+	Nodes         []ClusterNode // the configuration, in its order
+	LeaderChanges uint64        // leaders observed since start (elections, hand-offs, losses)
+}
+
+// ClusterNode is one member of the configuration.
+type ClusterNode struct {
+	ID       string
+	RaftAddr string
+	RESPAddr string // "" when this node has not learned it
+	Voter    bool
+}
+
+const errNoCluster = "ERR This instance has cluster support disabled"
+
+func init() {
+	register(
+		container("rl.cluster", "A container for Raft cluster commands.", "cluster",
+			clusterSub("nodes", 2, "Lists the members: id raft_addr resp_addr flags, one per line.", cmdClusterNodes),
+			clusterSub("leader", 2, "Returns the leader's [id, raft_addr, resp_addr], or null while none is known.", cmdClusterLeader),
+			dangerous(clusterSub("join", 4, "Adds a voting member: RL.CLUSTER JOIN node-id raft-host:port.", cmdClusterJoin)),
+			dangerous(clusterSub("remove", 3, "Removes a member: RL.CLUSTER REMOVE node-id.", cmdClusterRemove)),
+			clusterSub("digest", 2, "Returns [applied_index, state_digest] of this replica.", cmdClusterDigest),
+		),
+		&command{name: "role", arity: 1, flags: []string{"noscript", "loading", "stale", "fast"}, acl: []string{"@admin", "@fast", "@dangerous"},
+			summary: "Returns the replication role.", group: "server", since: "2.8.12", handler: cmdRole},
+	)
+}
+
+// dangerous adds @dangerous to c's ACL categories: membership changes
+// can take the cluster down.
+func dangerous(c *command) *command {
+	c.acl = append(c.acl[:len(c.acl):len(c.acl)], "@dangerous")
+	return c
+}
+
+func clusterSub(name string, arity int, summary string, h func(*Server, *client, Cluster, [][]byte) outcome) *command {
+	return &command{name: "rl.cluster|" + name, arity: arity, flags: []string{"admin", "stale"}, acl: []string{"@admin", "@slow"},
+		summary: summary, group: "cluster", since: "0.4.0",
+		handler: func(s *Server, c *client, args [][]byte) outcome {
+			cl := s.cluster()
+			if cl == nil {
+				c.rep.error(errNoCluster)
+				return cmdOK
+			}
+			return h(s, c, cl, args)
+		}}
+}
+
+// cluster returns the backend's cluster view, or nil when standalone.
+func (s *Server) cluster() Cluster {
+	cl, _ := s.backend.(Cluster)
+	return cl
+}
+
+func (st *ClusterStatus) leader() *ClusterNode {
+	if st.LeaderID == "" {
+		return nil
+	}
+	for i := range st.Nodes {
+		if st.Nodes[i].ID == st.LeaderID {
+			return &st.Nodes[i]
+		}
+	}
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func cmdClusterNodes(_ *Server, c *client, cl Cluster, _ [][]byte) outcome {
+	st := cl.ClusterStatus()
+	var b strings.Builder
+	for _, n := range st.Nodes {
+		var flags []string
+		if n.ID == st.NodeID {
+			flags = append(flags, "myself")
+		}
+		if n.ID == st.LeaderID {
+			flags = append(flags, "leader")
+		} else {
+			flags = append(flags, "follower")
+		}
+		if !n.Voter {
+			flags = append(flags, "nonvoter")
+		}
+		b.WriteString(n.ID + " " + n.RaftAddr + " " + orDash(n.RESPAddr) + " " + strings.Join(flags, ",") + "\n")
+	}
+	c.rep.verbatim(b.String())
+	return cmdOK
+}
+
+func cmdClusterLeader(_ *Server, c *client, cl Cluster, _ [][]byte) outcome {
+	st := cl.ClusterStatus()
+	l := st.leader()
+	if l == nil {
+		c.rep.null()
+		return cmdOK
+	}
+	c.rep.conn.WriteArray(3)
+	c.rep.conn.WriteBulkString(l.ID)
+	c.rep.conn.WriteBulkString(l.RaftAddr)
+	c.rep.conn.WriteBulkString(l.RESPAddr)
+	return cmdOK
+}
+
+func cmdClusterJoin(_ *Server, c *client, cl Cluster, args [][]byte) outcome {
+	if err := cl.Join(context.Background(), string(args[2]), string(args[3])); err != nil {
+		c.rep.error(engineErrorText(err))
+		return cmdOK
+	}
+	c.rep.conn.WriteString("OK")
+	return cmdOK
+}
+
+func cmdClusterRemove(_ *Server, c *client, cl Cluster, args [][]byte) outcome {
+	if err := cl.Remove(context.Background(), string(args[2])); err != nil {
+		c.rep.error(engineErrorText(err))
+		return cmdOK
+	}
+	c.rep.conn.WriteString("OK")
+	return cmdOK
+}
+
+func cmdClusterDigest(_ *Server, c *client, cl Cluster, _ [][]byte) outcome {
+	idx, digest, err := cl.Digest(context.Background())
+	if err != nil {
+		c.rep.error(engineErrorText(err))
+		return cmdOK
+	}
+	c.rep.conn.WriteArray(2)
+	c.rep.conn.WriteInt64(int64(idx))
+	c.rep.conn.WriteBulkString(digest)
+	return cmdOK
+}
+
+// splitHostPort splits a RESP address for ROLE; an unknown one is ("?", 0).
+func splitHostPort(addr string) (string, int64) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "?", 0
+	}
+	p, _ := strconv.ParseInt(port, 10, 64)
+	return host, p
+}
+
+// cmdRole answers as Redis does: a leader is a master with its replicas, a
+// follower a slave of the leader (state "connected" while a leader is known).
+// Offsets are Raft applied indexes.
+func cmdRole(s *Server, c *client, _ [][]byte) outcome {
+	cl := s.cluster()
+	if cl == nil {
+		c.rep.conn.WriteArray(3)
+		c.rep.conn.WriteBulkString("master")
+		c.rep.conn.WriteInt64(0)
+		c.rep.conn.WriteArray(0)
+		return cmdOK
+	}
+	st := cl.ClusterStatus()
+	if st.Role == "leader" {
+		c.rep.conn.WriteArray(3)
+		c.rep.conn.WriteBulkString("master")
+		c.rep.conn.WriteInt64(int64(st.AppliedIndex))
+		var others []ClusterNode
+		for _, n := range st.Nodes {
+			if n.ID != st.NodeID {
+				others = append(others, n)
+			}
+		}
+		c.rep.conn.WriteArray(len(others))
+		for _, n := range others {
+			host, port := splitHostPort(n.RESPAddr)
+			c.rep.conn.WriteArray(3)
+			c.rep.conn.WriteBulkString(host)
+			c.rep.conn.WriteBulkString(strconv.FormatInt(port, 10))
+			c.rep.conn.WriteBulkString("0")
+		}
+		return cmdOK
+	}
+	host, port, state := "?", int64(0), "connect"
+	if l := st.leader(); l != nil {
+		host, port = splitHostPort(l.RESPAddr)
+		state = "connected"
+	}
+	c.rep.conn.WriteArray(5)
+	c.rep.conn.WriteBulkString("slave")
+	c.rep.conn.WriteBulkString(host)
+	c.rep.conn.WriteInt64(port)
+	c.rep.conn.WriteBulkString(state)
+	c.rep.conn.WriteInt64(int64(st.AppliedIndex))
+	return cmdOK
+}
+
+// writeReplicationInfo writes INFO's replication section: Redis's role
+// fields, then the Raft view.
+func (s *Server) writeReplicationInfo(kv func(k string, v any)) {
+	cl := s.cluster()
+	if cl == nil {
+		kv("role", "master")
+		kv("connected_slaves", 0)
+		kv("cluster_enabled", 0)
+		return
+	}
+	st := cl.ClusterStatus()
+	l := st.leader()
+	if st.Role == "leader" {
+		kv("role", "master")
+		kv("connected_slaves", max(len(st.Nodes)-1, 0))
+	} else {
+		kv("role", "slave")
+		if l != nil {
+			host, port := splitHostPort(l.RESPAddr)
+			kv("master_host", host)
+			kv("master_port", port)
+			kv("master_link_status", "up")
+		} else {
+			kv("master_link_status", "down")
+		}
+	}
+	kv("cluster_enabled", 1)
+	kv("raft_node_id", st.NodeID)
+	kv("raft_state", st.Role)
+	if l != nil {
+		kv("raft_leader_id", l.ID)
+		kv("raft_leader_addr", l.RaftAddr)
+		kv("raft_leader_resp_addr", orDash(l.RESPAddr))
+	} else {
+		kv("raft_leader_id", "-")
+		kv("raft_leader_addr", "-")
+		kv("raft_leader_resp_addr", "-")
+	}
+	kv("raft_term", st.Term)
+	kv("raft_commit_index", st.CommitIndex)
+	kv("raft_applied_index", st.AppliedIndex)
+	kv("raft_last_log_index", st.LastLogIndex)
+	kv("raft_last_snapshot_index", st.SnapshotIndex)
+	kv("raft_leader_changes", st.LeaderChanges)
+	kv("raft_peers", len(st.Nodes))
+	for i, n := range st.Nodes {
+		suffrage := "voter"
+		if !n.Voter {
+			suffrage = "nonvoter"
+		}
+		kv("peer"+strconv.Itoa(i), "id="+n.ID+",raft_addr="+n.RaftAddr+",resp_addr="+orDash(n.RESPAddr)+",suffrage="+suffrage)
+	}
+}

@@ -1,0 +1,230 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/policy"
+)
+
+// Wire texts of errors, following Redis's conventions. This is the only
+// place where an error becomes text a client sees.
+const (
+	errNotInteger   = "ERR value is not an integer or out of range"
+	errNotFloat     = "ERR value is not a valid float"
+	errSyntax       = "ERR syntax error"
+	errNoAuth       = "NOAUTH Authentication required."
+	errWrongPass    = "WRONGPASS invalid username-password pair or user is disabled."
+	errNoPassSet    = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
+	errDBIndex      = "ERR DB index is out of range"
+	errProtoVersion = "NOPROTO unsupported protocol version"
+	errWrongType    = "WRONGTYPE Operation against a key holding the wrong kind of value"
+	errInternal     = "ERR internal error"
+	errShutdown     = "ERR server is shutting down"
+	errProtected    = "DENIED rlserver is running in protected mode because it listens on a non-loopback address and no password is set. In this mode connections are only accepted from the loopback interface. To accept clients from other hosts: 1) set a password with --requirepass (recommended), or 2) turn protected mode off with --protected-mode=false, making sure the server is not reachable from untrusted networks."
+	errNoPermKey    = "NOPERM No permissions to access a key"
+	errNotTLS       = "ERR Protocol error: this port accepts TLS connections only"
+	errOOM          = "OOM command not allowed when used memory > 'maxmemory'."
+	errHelloNoAuth  = "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
+)
+
+// engineErrorText maps an error from the engine or the backend to its wire
+// text. Unknown errors never leak their Go text.
+func engineErrorText(err error) string {
+	switch {
+	case errors.Is(err, engine.ErrWrongType):
+		return errWrongType
+	case errors.Is(err, engine.ErrOOM):
+		return errOOM
+	case errors.Is(err, engine.ErrBadCapacity):
+		return "ERR capacity must be an integer >= 1"
+	case errors.Is(err, engine.ErrBadRate):
+		return "ERR rate must be a finite number > 0"
+	case errors.Is(err, engine.ErrBadCost):
+		return "ERR cost must be an integer >= 0"
+	case errors.Is(err, engine.ErrPeriodTooLong):
+		return "ERR capacity/rate too large: a full refill would take longer than 2^60 ns (about 36 years)"
+	case errors.Is(err, engine.ErrZeroRate):
+		return "ERR zero rates are not supported"
+	case errors.Is(err, engine.ErrBadBurst):
+		return errRangePositive
+	case errors.Is(err, engine.ErrBadPeriod):
+		return "ERR period must be > 0 and < 1e12"
+	case errors.Is(err, engine.ErrBadTokens):
+		return errRangeOneToMax
+	case errors.Is(err, engine.ErrGCRATokensOverflow):
+		return "ERR GCRA limiting uses microsecond accuracy. Combination of period, tokens_per_period and TOKENS would cause an overflow"
+	case errors.Is(err, engine.ErrGCRABurstOverflow):
+		return "ERR GCRA limiting uses microsecond accuracy. Combination of period, tokens_per_period and max_burst would cause an overflow"
+	case errors.Is(err, engine.ErrBadLimit):
+		return "ERR limit must be an integer >= 1"
+	case errors.Is(err, engine.ErrLimitTooLarge):
+		return "ERR limit is above the maximum of 2^60"
+	case errors.Is(err, engine.ErrLogLimitTooLarge):
+		return "ERR limit is above RL.LOG's maximum of 100000 entries per key"
+	case errors.Is(err, engine.ErrBadWindow):
+		return "ERR window must be an integer >= 1 (milliseconds)"
+	case errors.Is(err, engine.ErrWindowTooLong):
+		return "ERR window is above the maximum of 2^60 ns (about 36 years)"
+	case errors.Is(err, engine.ErrClosed), errors.Is(err, context.Canceled):
+		return errShutdown
+	}
+	if t, ok := backendErrorText(err); ok {
+		return t
+	}
+	// Named policies (issue 9): see the block at the end of this file.
+	if t, ok := policyErrorText(err); ok {
+		return t
+	}
+	return errInternal
+}
+
+// BackendError is an error from a Backend that carries its own wire text
+// (for example a cluster's TRYAGAIN). The text must follow Redis's
+// conventions: an upper-case code, a space, a message.
+type BackendError interface {
+	error
+	WireText() string
+}
+
+func backendErrorText(err error) (string, bool) {
+	var be BackendError
+	if errors.As(err, &be) {
+		return be.WireText(), true
+	}
+	return "", false
+}
+
+// noPerm is Redis's text for a command the user may not run; a
+// subcommand is named container|sub.
+func noPerm(u *aclUser, c *command) string {
+	return "NOPERM User " + u.name + " has no permissions to run the '" + c.name + "' command"
+}
+
+func unknownCategory(cat []byte) string {
+	return "ERR Unknown category '" + sanitize(cat, 128) + "'"
+}
+
+func wrongArity(fullname string) string {
+	return "ERR wrong number of arguments for '" + fullname + "' command"
+}
+
+func unknownSubcommand(sub []byte, cmd string) string {
+	return "ERR unknown subcommand '" + sanitize(sub, 128) + "'. Try " + cmd + " HELP."
+}
+
+// unknownCommand is Redis's text for a command it does not know, byte for
+// byte: the name cut to 128 bytes, then quoted arguments while the list is
+// shorter than 128 bytes, each cut to what is left of those 128 (C strings:
+// a NUL ends a name or argument), and '\r', '\n' shown as spaces.
+func unknownCommand(args [][]byte) string {
+	cstr := func(b []byte, n int) []byte {
+		if i := bytes.IndexByte(b, 0); i >= 0 {
+			b = b[:i]
+		}
+		return b[:min(len(b), n)]
+	}
+	s := []byte("ERR unknown command '")
+	s = append(s, cstr(args[0], 128)...)
+	s = append(s, "', with args beginning with: "...)
+	list := len(s)
+	for _, a := range args[1:] {
+		if len(s)-list >= 128 {
+			break
+		}
+		s = append(s, '\'')
+		s = append(s, cstr(a, 128-(len(s)-1-list))...)
+		s = append(s, '\'', ' ')
+	}
+	for i, c := range s {
+		if c == '\r' || c == '\n' {
+			s[i] = ' '
+		}
+	}
+	return string(s)
+}
+
+// sanitize makes b safe inside a one-line error: at most n bytes,
+// control characters and newlines replaced by spaces.
+func sanitize(b []byte, n int) string {
+	if len(b) > n {
+		b = b[:n]
+	}
+	out := make([]byte, len(b))
+	for i, c := range b {
+		if c < ' ' || c == 0x7f {
+			c = ' '
+		}
+		out[i] = c
+	}
+	return string(out)
+}
+
+// Named policies and RL.CHECK (policy_cmd.go, issue 9).
+
+const (
+	errNoPolicies     = "ERR this server keeps no policies"
+	errNoPolicyFile   = "ERR no policy file is configured (start rlserver with --policies FILE)"
+	errTooManyTiers   = "ERR too many tiers in one RL.CHECK (at most 64)"
+	errPolicyBadName  = "ERR invalid policy name: 1 to 64 letters, digits, '_', '-' or '.', and not COST"
+	errPolicyKind     = "ERR unknown policy kind: use ALLOW, THROTTLE, FIXED, SLIDING, LOG or SHAPE"
+	errPolicyArity    = "ERR wrong number of parameters: ALLOW capacity rate | THROTTLE max_burst count_per_period period | FIXED, SLIDING or LOG limit window_ms | SHAPE capacity rate"
+	errPolicyTooMany  = "ERR too many policies (at most 10000)"
+	errPolicyTwice    = "ERR policy defined twice"
+	errPolicyFileRead = "ERR the policy file cannot be read: see the server log"
+)
+
+// policyErrorText maps the policy package's errors to wire text.
+func policyErrorText(err error) (string, bool) {
+	var le *policy.LineError
+	switch {
+	case errors.As(err, &le):
+		inner := policyCmdErrorText(le.Err)
+		if len(inner) > 4 && inner[:4] == "ERR " {
+			inner = inner[4:]
+		}
+		return "ERR policy file line " + strconv.Itoa(le.Line) + ": " + inner, true
+	case errors.Is(err, policy.ErrUnknown):
+		return "ERR unknown policy", true
+	case errors.Is(err, policy.ErrBadName):
+		return errPolicyBadName, true
+	case errors.Is(err, policy.ErrUnknownKind):
+		return errPolicyKind, true
+	case errors.Is(err, policy.ErrArity):
+		return errPolicyArity, true
+	case errors.Is(err, policy.ErrNotInteger):
+		return errNotInteger, true
+	case errors.Is(err, policy.ErrNotFloat):
+		return errNotFloat, true
+	case errors.Is(err, policy.ErrTooMany):
+		return errPolicyTooMany, true
+	case errors.Is(err, policy.ErrDuplicate):
+		return errPolicyTwice, true
+	case errors.Is(err, policy.ErrLineTooLong):
+		return "ERR line too long (at most 4096 bytes)", true
+	case errors.Is(err, engine.ErrDuplicateTier):
+		return "ERR a key appears twice in one RL.CHECK", true
+	}
+	return "", false
+}
+
+// policyCmdErrorText is engineErrorText with the policy errors first: a
+// policy file's *policy.LineError wraps an engine error, and its text
+// must name the line.
+func policyCmdErrorText(err error) string {
+	if t, ok := policyErrorText(err); ok {
+		return t
+	}
+	return engineErrorText(err)
+}
+
+func duplicateTierKey(key []byte) string {
+	return "ERR key '" + sanitize(key, 128) + "' appears twice in one RL.CHECK"
+}
+
+func unknownPolicy(name []byte) string {
+	return "ERR unknown policy '" + sanitize(name, 128) + "'"
+}

@@ -1,0 +1,205 @@
+package server
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// INFO, with Redis's section and field names where they apply.
+
+// redisVersion is the Redis version whose commands and replies rlserver
+// follows, reported where clients look for a Redis version.
+const redisVersion = "7.4.0"
+
+// infoSections are INFO's sections in Redis's order; INFO with no
+// argument (or "default") gives all but commandstats, as Redis does.
+var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "cpu", "commandstats", "errorstats", "keyspace", "policies"}
+
+// infoTitles are the section headers where they are not the capitalized
+// name.
+var infoTitles = map[string]string{"cpu": "CPU"}
+
+func cmdInfo(s *Server, c *client, args [][]byte) outcome {
+	want := map[string]bool{}
+	names := args[1:]
+	if len(names) == 0 {
+		names = [][]byte{[]byte("default")}
+	}
+	for _, a := range names {
+		switch sec := strings.ToLower(string(a)); sec {
+		case "all", "everything":
+			for _, sec := range infoSections {
+				want[sec] = true
+			}
+		case "default":
+			for _, sec := range infoSections {
+				want[sec] = want[sec] || sec != "commandstats"
+			}
+		default:
+			want[sec] = true
+		}
+	}
+	var b strings.Builder
+	for _, sec := range infoSections {
+		if !want[sec] {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\r\n")
+		}
+		title := infoTitles[sec]
+		if title == "" {
+			title = strings.ToUpper(sec[:1]) + sec[1:]
+		}
+		b.WriteString("# " + title + "\r\n")
+		s.writeInfoSection(&b, sec)
+	}
+	c.rep.verbatim(b.String())
+	return cmdOK
+}
+
+func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
+	kv := func(k string, v any) { fmt.Fprintf(b, "%s:%v\r\n", k, v) }
+	switch sec {
+	case "server":
+		up := time.Since(s.started)
+		port := ""
+		if a := s.Addr(); a != nil {
+			if i := strings.LastIndexByte(a.String(), ':'); i >= 0 {
+				port = a.String()[i+1:]
+			}
+		}
+		kv("redis_version", redisVersion)
+		kv("rlserver_version", s.cfg.Version)
+		kv("redis_mode", "standalone")
+		kv("os", runtime.GOOS+" "+runtime.GOARCH)
+		kv("arch_bits", strconv.Itoa(strconv.IntSize))
+		kv("go_version", runtime.Version())
+		kv("process_id", os.Getpid())
+		kv("tcp_port", port)
+		kv("server_time_usec", time.Now().UnixMicro())
+		kv("uptime_in_seconds", int64(up/time.Second))
+		kv("uptime_in_days", int64(up/(24*time.Hour)))
+	case "clients":
+		s.mu.Lock()
+		n := len(s.clients)
+		s.mu.Unlock()
+		kv("connected_clients", n)
+		kv("cluster_connections", 0)
+		kv("maxclients", s.MaxClients())
+		kv("blocked_clients", 0)
+		kv("tracking_clients", 0)
+	case "memory":
+		s.writeMemoryInfo(kv) // maxmemory.go
+	case "stats":
+		st := s.statsSinceReset() // CONFIG RESETSTAT (stats.go)
+		kv("total_connections_received", st.ConnectionsReceived.Load())
+		kv("rejected_connections", st.RejectedConnections.Load())
+		kv("total_commands_processed", st.CommandsProcessed.Load())
+		kv("total_net_input_bytes", st.NetInputBytes.Load())
+		kv("total_net_output_bytes", st.NetOutputBytes.Load())
+		inst := s.instantaneous()
+		kv("instantaneous_ops_per_sec", int64(inst[0]+0.5))
+		kv("total_error_replies", st.ErrorReplies.Load())
+		kv("expired_keys", st.ExpiredKeys.Load())
+		kv("evicted_keys", s.evictedSinceReset())
+		kv("rl_allowed", st.Allowed.Load())
+		kv("rl_denied", st.Denied.Load())
+		kv("rl_instantaneous_allowed_per_sec", int64(inst[1]+0.5))
+		kv("rl_instantaneous_denied_per_sec", int64(inst[2]+0.5))
+		kv("acl_access_denied_auth", st.AuthFailures.Load())
+		kv("acl_access_denied_cmd", st.ACLDeniedCmd.Load())
+		kv("acl_access_denied_key", st.ACLDeniedKey.Load())
+	case "cpu":
+		var ru syscall.Rusage
+		if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+			kv("used_cpu_sys", fmt.Sprintf("%.6f", tvSeconds(ru.Stime)))
+			kv("used_cpu_user", fmt.Sprintf("%.6f", tvSeconds(ru.Utime)))
+		}
+		kv("used_cpu_sys_children", "0.000000")
+		kv("used_cpu_user_children", "0.000000")
+	case "commandstats":
+		for _, cs := range s.commandStatsSinceReset() {
+			usec := int64(cs.Latency.SumSeconds * 1e6)
+			line := fmt.Sprintf("calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=%d,failed_calls=%d",
+				cs.Calls, usec, usecPerCall(cs.Latency.SumSeconds, cs.Calls), cs.Rejected, cs.Failed)
+			if cs.Allowed+cs.Denied > 0 {
+				line += fmt.Sprintf(",rl_allowed=%d,rl_denied=%d", cs.Allowed, cs.Denied)
+			}
+			kv("cmdstat_"+cs.Name, line)
+		}
+	case "errorstats":
+		errs := s.errorStatsSinceReset()
+		codes := make([]string, 0, len(errs))
+		for code := range errs {
+			codes = append(codes, code)
+		}
+		sort.Strings(codes)
+		for _, code := range codes {
+			kv("errorstat_"+code, "count="+strconv.FormatInt(errs[code], 10))
+		}
+	case "persistence":
+		s.writePersistenceInfo(kv)
+		s.writeRaftSnapshotInfo(kv) // cluster mode: Raft's snapshots (raftsnap.go)
+	case "replication":
+		s.writeReplicationInfo(kv)
+	case "policies":
+		s.writePolicyInfo(kv) // policy_cmd.go
+	case "keyspace":
+		s.writeKeyspaceInfo(kv) // maxmemory.go: stored-key counts, no walk
+	}
+}
+
+func tvSeconds(tv syscall.Timeval) float64 {
+	return float64(tv.Sec) + float64(tv.Usec)/1e6
+}
+
+// ExpiredKeys counts the keys the background sweep dropped: the
+// standalone sweeper's count, or a replicated backend's.
+func (s *Server) ExpiredKeys() int64 {
+	n := s.Stats.ExpiredKeys.Load()
+	if b, ok := s.backend.(interface{ ExpiredKeys() int64 }); ok {
+		n += b.ExpiredKeys()
+	}
+	return n
+}
+
+// totalSystemMemory is INFO's total_system_memory: the machine's memory
+// in bytes, /proc/meminfo's MemTotal (what Redis reports: its
+// sysconf(_SC_PHYS_PAGES) * page size comes from the same count), read
+// once; 0 where there is no /proc. Like Redis's, it is the host's memory,
+// not a container's limit.
+var totalSystemMemory = sync.OnceValue(func() uint64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == "MemTotal:" && f[2] == "kB" {
+			if kb, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
+})
+
+func humanBytes(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2fG", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2fM", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.2fK", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%dB", n)
+}

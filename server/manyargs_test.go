@@ -1,0 +1,47 @@
+package server
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+)
+
+// TestGuardDefaultsManyArgs: with the default limits a command of 100,000
+// arguments passes the guard and is parsed whole (the default was 1024).
+func TestGuardDefaultsManyArgs(t *testing.T) {
+	const n = 100_000
+	var b strings.Builder
+	b.WriteString("*100001\r\n$6\r\nEXISTS\r\n")
+	for range n {
+		b.WriteString("$3\r\nkey\r\n")
+	}
+	nc := &guardConn{Conn: &argsFuzzConn{in: bytes.NewReader([]byte(b.String()))}, v: newGuardValidator(GuardLimits{})}
+	c := newConn(nc, int(DefaultGuardLimits().MaxQueryBuffer))
+	cmds, err := c.readPipeline()
+	if err != nil || len(cmds) != 1 || len(cmds[0]) != n+1 {
+		t.Fatalf("got %d commands (first with %d args), %v; want 1 with %d", len(cmds), len(cmds[0]), err, n+1)
+	}
+}
+
+// TestGuardClaimedCountCostsNothing: a client that announces a million
+// arguments and sends one reserves nothing for the others: the buffer
+// and the argument slice follow the bytes that arrived.
+func TestGuardClaimedCountCostsNothing(t *testing.T) {
+	nc := &guardConn{Conn: &argsFuzzConn{in: bytes.NewReader([]byte("*1000000\r\n$3\r\nDEL\r\n$1\r\nk\r\n"))}, v: newGuardValidator(GuardLimits{})}
+	c := newConn(nc, int(DefaultGuardLimits().MaxQueryBuffer))
+	cmds, err := c.readPipeline()
+	if err != io.EOF || len(cmds) != 0 {
+		t.Fatalf("got %d commands, %v; want none and io.EOF", len(cmds), err)
+	}
+	if len(c.buf) > firstChunk || cap(c.argv) > 16 {
+		t.Errorf("buffer %d bytes, argument slice capacity %d: grew for arguments never sent", len(c.buf), cap(c.argv))
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		v := newGuardValidator(GuardLimits{MaxArgs: 1 << 30})
+		v.feed([]byte("*1000000000\r\n$3\r\nDEL\r\n"))
+	})
+	if allocs != 0 {
+		t.Errorf("the guard allocated %v times for a claimed count", allocs)
+	}
+}

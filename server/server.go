@@ -1,0 +1,619 @@
+// Package server is rlserver's command layer: it accepts connections,
+// reads their commands through the guard on the byte stream, and runs the
+// handshake and server commands, the command table, argument parsing,
+// error texts and reply writing. It never touches limiter
+// state: limiter commands become typed engine requests, handed in batches
+// (one per pipeline) to a Backend.
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rlserver/rlserver/engine"
+)
+
+// Backend applies batches of limiter requests. Standalone, it reads the
+// clock and calls the engine; clustered, it replicates the batch first.
+type Backend interface {
+	// Do applies reqs and fills res (same length), in order per key.
+	Do(ctx context.Context, reqs []engine.Request, res []engine.Result) error
+	// Len counts live keys (DBSIZE).
+	Len(ctx context.Context) (int, error)
+	// Flush removes every key (FLUSHALL).
+	Flush(ctx context.Context) error
+}
+
+// Config is the edge's configuration.
+type Config struct {
+	// RequirePass is the default user's password when ACL is nil.
+	RequirePass string
+	// ACL holds the users (ParseACL); nil: DefaultACL(RequirePass).
+	ACL   *ACL
+	Guard GuardLimits // framing limits once authenticated (or with no password)
+	// PreAuthGuard are the tighter framing limits before AUTH when the
+	// default user needs a password or is off (default: 10 arguments,
+	// 16 KiB bulks, 4 KiB inline).
+	PreAuthGuard GuardLimits
+	MaxClients   int // connections served at once (default 10000); the next is refused
+	MaxKeyLen    int // longest key accepted, bytes (default 16 KiB)
+	// PartialTimeout bounds how long a command may take to arrive once its
+	// first bytes have (default 30s; negative: no limit).
+	PartialTimeout time.Duration
+	// ProtectedMode refuses clients from other hosts while the default
+	// user is on with no password, as Redis does (the listener on a
+	// non-loopback address).
+	ProtectedMode bool
+	Version       string            // rlserver's version, reported by INFO and HELLO
+	Settings      map[string]string // CONFIG GET answers: setting name -> value
+	// ConfigSet applies a CONFIG SET the edge does not handle itself
+	// (log level, save interval); handled is false for a setting it does
+	// not know. Nil: only the edge's own settings can change.
+	ConfigSet func(name, value string) (handled bool, err error)
+	Logger    *slog.Logger // lifecycle and rate-limited client warnings; nil: none
+
+	// PolicyFile is the --policies file that RL.POLICY LOAD and
+	// ReloadPolicies read (policy_cmd.go); "": none.
+	PolicyFile string
+}
+
+// Stats are the server's counters, read by INFO.
+type Stats struct {
+	ConnectionsReceived atomic.Int64
+	CommandsProcessed   atomic.Int64
+	Allowed             atomic.Int64
+	Denied              atomic.Int64
+	ErrorReplies        atomic.Int64
+	AuthFailures        atomic.Int64 // failed AUTH and HELLO ... AUTH
+	ACLDeniedCmd        atomic.Int64 // commands refused: the user may not run them
+	ACLDeniedKey        atomic.Int64 // commands refused: a key outside the user's patterns
+	RejectedConnections atomic.Int64
+	ExpiredKeys         atomic.Int64 // dropped by the background sweep (SweepCounting)
+	NetInputBytes       atomic.Int64 // bytes read from clients (after TLS)
+	NetOutputBytes      atomic.Int64 // bytes of replies written to clients
+}
+
+// Server serves the Redis protocol on one listener.
+type Server struct {
+	cfg      Config
+	backend  Backend
+	stopper  WriteStopper // the backend, when it may refuse writes (persist_cmd.go)
+	acl      *ACL
+	openAuth bool // connections start as the default user (on, nopass)
+	started  time.Time
+	Stats    Stats
+
+	// Per-command counters and the denied-keys summary (stats.go, top.go).
+	cmdStats     []cmdStats // by command id
+	batchLatency histogram
+	errStats     errorStats
+	base         statsBase // the counters at CONFIG RESETSTAT, for INFO (stats.go)
+	top          topKeys
+	ops          opsSampler
+	maxKeyLen    atomic.Int64 // Config.MaxKeyLen, changed by CONFIG SET
+	mem          memLimit     // maxmemory and its monitor (maxmemory.go)
+
+	settingsMu sync.RWMutex // guards cfg.Settings: CONFIG SET writes it
+	warnMu     sync.Mutex
+	warns      map[string]*warnState // by kind (config_cmd.go)
+
+	nextID atomic.Int64
+
+	mu      sync.Mutex
+	clients map[int64]*client
+	conns   map[*conn]struct{}
+	lns     []net.Listener // every listener Serve was given, closed by Shutdown
+	closing bool
+	wg      sync.WaitGroup // one per connection goroutine
+	stop    atomic.Bool    // set when Shutdown begins; connections stop reading
+
+	// guardLimits are the framing limits of authenticated connections:
+	// cfg.Guard at start, then what CONFIG SET gives (config_cmd.go).
+	guardLimits atomic.Pointer[GuardLimits]
+}
+
+// New makes a server that answers limiter commands from backend.
+func New(cfg Config, backend Backend) *Server {
+	if cfg.Guard == (GuardLimits{}) {
+		cfg.Guard = DefaultGuardLimits()
+	}
+	if cfg.PreAuthGuard == (GuardLimits{}) {
+		cfg.PreAuthGuard = GuardLimits{MaxBulkLen: 16 << 10, MaxArgs: 10, MaxInlineLen: 4 << 10}
+	}
+	if cfg.MaxClients <= 0 {
+		cfg.MaxClients = 10000
+	}
+	if cfg.MaxKeyLen <= 0 {
+		cfg.MaxKeyLen = 16 << 10
+	}
+	switch {
+	case cfg.PartialTimeout == 0:
+		cfg.PartialTimeout = 30 * time.Second
+	case cfg.PartialTimeout < 0:
+		cfg.PartialTimeout = 0
+	}
+	if cfg.ACL == nil {
+		cfg.ACL = DefaultACL(cfg.RequirePass)
+	}
+	s := &Server{
+		cfg:      cfg,
+		backend:  backend,
+		acl:      cfg.ACL,
+		openAuth: cfg.ACL.open(),
+		started:  time.Now(),
+		cmdStats: make([]cmdStats, len(byID)),
+		clients:  make(map[int64]*client),
+		conns:    make(map[*conn]struct{}),
+	}
+	s.maxKeyLen.Store(int64(cfg.MaxKeyLen))
+	s.stopper, _ = backend.(WriteStopper)
+	g := cfg.Guard.normalized()
+	s.guardLimits.Store(&g)
+	return s
+}
+
+// Serve answers connections on ln until Shutdown. It returns nil after a
+// Shutdown. It may run on several listeners at once (plain TCP and TLS:
+// pass tls.NewListener(ln, cfg), and the guard sees the TLS connections'
+// plaintext).
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return errors.New("server is shut down")
+	}
+	s.lns = append(s.lns, ln)
+	s.startSampler()
+	s.mu.Unlock()
+	gl := GuardListener(ln, s.cfg.Guard)
+	for {
+		nc, err := gl.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		if s.cfg.ProtectedMode && s.openAuth && !isLoopback(nc.RemoteAddr()) {
+			s.Stats.RejectedConnections.Add(1)
+			s.warn("protected-mode", "connection refused: protected mode (no password, client not on loopback)", "client", nc.RemoteAddr().String())
+			refuseAsync(nc, errProtected)
+			continue
+		}
+		c := newConn(nc, int(s.cfg.Guard.normalized().MaxQueryBuffer))
+		c.partialTimeout = s.cfg.PartialTimeout
+		c.stopping = &s.stop
+		if g, ok := nc.(*guardConn); ok {
+			if s.openAuth {
+				g.follow(&s.guardLimits)
+			} else {
+				g.restrict(s.cfg.PreAuthGuard)
+			}
+		}
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			nc.Close()
+			continue
+		}
+		if len(s.conns) >= s.cfg.MaxClients {
+			s.mu.Unlock()
+			s.Stats.RejectedConnections.Add(1)
+			s.warn("maxclients", "connection refused: maxclients reached", "client", nc.RemoteAddr().String(), "maxclients", s.MaxClients())
+			refuseAsync(nc, "ERR max number of clients reached")
+			continue
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(c)
+	}
+}
+
+// serveConn reads pipelines and answers each as one batch, until the
+// client leaves, sends something the guard refuses, or the server shuts
+// down (a read deadline in the past ends the read after the last batch).
+func (s *Server) serveConn(c *conn) {
+	defer s.wg.Done()
+	s.Stats.ConnectionsReceived.Add(1)
+	if !s.handshake(c) {
+		c.nc.Close()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		return
+	}
+	cl := newClient(s.nextID.Add(1), c)
+	cl.user = s.initialUser()
+	cl.rep.errs = &s.errStats
+	s.mu.Lock()
+	s.clients[cl.id] = cl
+	s.mu.Unlock()
+	defer func() {
+		c.nc.Close()
+		cl.st.top.flush(&s.top, time.Now())
+		s.mu.Lock()
+		delete(s.clients, cl.id)
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+	for !c.closed {
+		cmds, err := c.readPipeline()
+		if err != nil {
+			if errors.Is(err, errQueryBuffer) {
+				s.warn("query-buffer", "client closed: query buffer limit exceeded", "client", c.addr)
+				c.WriteError("ERR Protocol error: query buffer limit exceeded")
+				c.wr.Flush()
+			}
+			return
+		}
+		s.Stats.NetInputBytes.Add(int64(c.netIn))
+		cl.pendingIn += int64(c.netIn)
+		c.netIn = 0
+		if s.handle(cl, cmds) == cmdQuit {
+			c.Close()
+			return
+		}
+		err = c.wr.Flush()
+		s.Stats.NetOutputBytes.Add(int64(c.netOut))
+		cl.pendingOut += int64(c.netOut)
+		c.netOut = 0
+		if err != nil || c.killed.Load() {
+			return
+		}
+	}
+}
+
+// Addr is the first listener's address, once Serve has started.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.lns) == 0 {
+		return nil
+	}
+	return s.lns[0].Addr()
+}
+
+// Shutdown stops accepting connections, lets every connection finish the
+// commands it has received and flush their replies, then closes them. It
+// waits until they are closed or ctx ends; then it closes the rest.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closing = true
+	s.stop.Store(true)
+	s.stopSampler()
+	for _, ln := range s.lns {
+		ln.Close()
+	}
+	// A read deadline in the past makes each connection's next read fail
+	// once it has answered what it already read.
+	for c := range s.conns {
+		c.nc.SetReadDeadline(time.Unix(1, 0))
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// handle runs a pipeline as one batch.
+func (s *Server) handle(c *client, cmds [][][]byte) outcome {
+	start := time.Now()
+	last := cmdOK
+	n := 0
+	for _, args := range cmds {
+		if len(args) == 1 && len(args[0]) == len(unbalancedQuotes) && &args[0][0] == &unbalancedQuotes[0] {
+			s.flushBatch(c)
+			c.rep.error("ERR Protocol error: unbalanced quotes in request")
+			last = cmdQuit
+			break
+		}
+		if c.quiet { // CLIENT REPLY OFF or SKIP (client.go)
+			last = s.processQuiet(c, args)
+		} else {
+			last = s.process(c, args)
+		}
+		n++
+		if last == cmdQuit {
+			break
+		}
+	}
+	s.flushBatch(c)
+	s.Stats.CommandsProcessed.Add(int64(n))
+	if c.rep.errors > 0 {
+		s.Stats.ErrorReplies.Add(c.rep.errors)
+		c.rep.errors = 0
+	}
+	end := time.Now()
+	s.mergeStats(c, end.Sub(start), end)
+	c.mu.Lock()
+	c.lastAt = end
+	c.totCmds += int64(n)
+	c.totIn += c.pendingIn
+	c.totOut += c.pendingOut
+	c.mu.Unlock()
+	c.pendingIn, c.pendingOut = 0, 0
+	return last
+}
+
+type outcome int
+
+const (
+	cmdOK outcome = iota
+	cmdQuit
+)
+
+// process runs one command: a limiter command joins the pending batch;
+// any other first flushes the batch (keeping replies in order) and runs.
+func (s *Server) process(c *client, args [][]byte) outcome {
+	// Pipelines repeat one command: compare with the last one before
+	// hashing the name into the table.
+	cmd := c.lastLookup
+	if cmd == nil || !equalFold(args[0], cmd.name) {
+		c.lower = appendLower(c.lower[:0], args[0])
+		cmd = lookup(c.lower)
+		c.lastLookup = cmd
+	}
+	if cmd == nil {
+		s.reply(c, unknownCommand(args))
+		return cmdOK
+	}
+	if !cmd.arityOK(len(args)) {
+		c.st.at(cmd.id).rejected++
+		s.reply(c, wrongArity(cmd.name))
+		return cmdOK
+	}
+	if !cmd.noAuth {
+		u := c.user
+		if u == nil {
+			c.st.at(cmd.id).rejected++
+			s.reply(c, errNoAuth)
+			return cmdOK
+		}
+		if text := s.checkACL(c, u, cmd, args); text != "" {
+			c.st.at(cmd.id).rejected++
+			s.reply(c, text)
+			return cmdOK
+		}
+	}
+	if cmd.firstKey > 0 {
+		if text := s.checkKeys(cmd, args); text != "" {
+			c.st.at(cmd.id).rejected++
+			s.reply(c, text)
+			return cmdOK
+		}
+	}
+	if s.refusesWrite(cmd) {
+		c.st.at(cmd.id).rejected++
+		s.reply(c, errMisconf)
+		return cmdOK
+	}
+	if cmd.tiered != nil {
+		s.batchTiered(c, cmd, args)
+		return cmdOK
+	}
+	if cmd.batch != nil {
+		first := len(c.reqs)
+		var errText string
+		c.reqs, errText = cmd.batch(&c.memo, c.reqs, args)
+		if errText != "" {
+			c.reqs = c.reqs[:first]
+		}
+		c.pending = append(c.pending, pendingReply{cmd: cmd, first: first, n: len(c.reqs) - first, errText: errText})
+		return cmdOK
+	}
+	s.flushBatch(c)
+	c.mu.Lock()
+	c.lastCmd = cmd.name
+	c.mu.Unlock()
+	errs := c.rep.errors
+	c.sub = nil
+	out := cmd.handler(s, c, args)
+	if c.sub != nil {
+		cmd = c.sub
+	}
+	t := c.st.at(cmd.id)
+	t.calls++
+	if c.rep.errors != errs {
+		t.failed++
+	}
+	return out
+}
+
+// checkKeys refuses keys longer than MaxKeyLen before they reach a backend.
+func (s *Server) checkKeys(cmd *command, args [][]byte) string {
+	first, last, step := cmd.keyRange(args)
+	for i := first; i <= last && i < len(args); i += step {
+		if limit := s.maxKeyLen.Load(); int64(len(args[i])) > limit {
+			return "ERR key is too long: " + strconv.Itoa(len(args[i])) + " bytes, the limit is " +
+				strconv.FormatInt(limit, 10) + " (max-key-len)"
+		}
+	}
+	return ""
+}
+
+// refuse answers a connection it will not serve with one error line and
+// closes it. The deadline covers reads too: on a TLS connection the write
+// first runs the handshake.
+func refuse(nc net.Conn, text string) {
+	nc.SetDeadline(time.Now().Add(time.Second))
+	io.WriteString(nc, "-"+text+"\r\n")
+	nc.Close()
+}
+
+// testRemoteIP, set only by tests (RLSERVER_TEST_REMOTE_IP), is a
+// loopback address that protected mode treats as another host's, so the
+// tests exercise it without leaving the loopback interface.
+var testRemoteIP = net.ParseIP(os.Getenv("RLSERVER_TEST_REMOTE_IP"))
+
+func isLoopback(a net.Addr) bool {
+	var ip net.IP
+	if ta, ok := a.(*net.TCPAddr); ok {
+		ip = ta.IP
+	} else if host, _, err := net.SplitHostPort(a.String()); err == nil {
+		ip = net.ParseIP(host)
+	}
+	if ip == nil || testRemoteIP != nil && ip.Equal(testRemoteIP) {
+		return false
+	}
+	return ip.IsLoopback()
+}
+
+// reply queues an error reply in order with the pending batch.
+func (s *Server) reply(c *client, errText string) {
+	c.pending = append(c.pending, pendingReply{errText: errText})
+}
+
+// flushBatch sends the pending requests to the backend in one call and
+// writes every pending reply in order.
+func (s *Server) flushBatch(c *client) {
+	if len(c.pending) == 0 {
+		return
+	}
+	var batchErr error
+	if len(c.reqs) > 0 {
+		if cap(c.res) < len(c.reqs) {
+			c.res = make([]engine.Result, len(c.reqs), 2*len(c.reqs))
+		}
+		c.res = c.res[:len(c.reqs)]
+		batchErr = s.doBatch(context.Background(), c)
+	}
+	var allowed, denied int64
+	for _, p := range c.pending {
+		var t *connTally
+		if p.cmd != nil {
+			t = c.st.at(p.cmd.id)
+			t.calls++
+		}
+		switch {
+		case p.errText != "":
+			c.rep.error(p.errText)
+		case batchErr != nil:
+			c.rep.error(engineErrorText(batchErr))
+		case p.cmd.renderTiered != nil:
+			a, d := s.renderTieredReply(c, p, t)
+			allowed += a
+			denied += d
+			continue
+		default:
+			res := c.res[p.first : p.first+p.n]
+			if err := firstErr(res); err != nil {
+				c.rep.error(engineErrorText(err))
+				break
+			}
+			a, d := p.cmd.render(&c.rep, res)
+			allowed += a
+			denied += d
+			t.allowed += a
+			t.denied += d
+			if d > 0 {
+				c.st.deny(c.reqs[p.first].Key)
+			}
+			continue
+		}
+		if t != nil {
+			t.failed++
+		}
+	}
+	if allowed > 0 {
+		s.Stats.Allowed.Add(allowed)
+	}
+	if denied > 0 {
+		s.Stats.Denied.Add(denied)
+	}
+	if last := c.pending[len(c.pending)-1].cmd; last != nil {
+		c.mu.Lock()
+		c.lastCmd = last.name
+		c.mu.Unlock()
+	}
+	clear(c.reqs) // drop references to the connection's buffers
+	c.reqs = c.reqs[:0]
+	clear(c.names)
+	c.names = c.names[:0]
+	c.pending = c.pending[:0]
+}
+
+func firstErr(res []engine.Result) error {
+	for i := range res {
+		if res[i].Err != nil {
+			return res[i].Err
+		}
+	}
+	return nil
+}
+
+func appendLower(dst, src []byte) []byte {
+	for _, c := range src {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// initialUser is the user of a new (or RESET) connection: the default
+// user when it is on with no password, else none (AUTH first).
+func (s *Server) initialUser() *aclUser {
+	if s.openAuth {
+		return s.acl.defaultUser()
+	}
+	return nil
+}
+
+// setUser makes u (nil: none, unauthenticated) the connection's user and
+// gives its byte stream the matching framing limits.
+func (s *Server) setUser(c *client, u *aclUser) {
+	c.user = u
+	name := "default"
+	if u != nil {
+		name = u.name
+	}
+	c.mu.Lock()
+	c.userName = name
+	c.mu.Unlock()
+	authed := u != nil
+	if s.openAuth {
+		return
+	}
+	if g := c.rep.conn.g; g != nil {
+		if authed {
+			g.follow(&s.guardLimits)
+		} else {
+			g.restrict(s.cfg.PreAuthGuard)
+		}
+	}
+}
