@@ -31,7 +31,7 @@ import (
 type Sources struct {
 	Server  *server.Server
 	Engine  *engine.Engine // keys per kind: this replica's engine
-	Backend server.Backend   // server.Persistence (standalone) or server.Cluster (cluster mode)
+	Backend server.Backend // server.Persistence (standalone) or server.Cluster (cluster mode)
 	Version string
 	// TopKeys is how many of the most denied keys are exported with their
 	// key as a label (default 10; negative: none).
