@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -76,51 +75,6 @@ func configPath(args []string) string {
 		}
 	}
 	return os.Getenv("RL_CONFIG")
-}
-
-// applyConfigFile sets the flags named in the config file. It runs before
-// the environment and the command line are applied, so both override it.
-// The file has one setting per line: a flag's name (without dashes), then
-// its value after spaces or '=', optionally in double quotes; '#' starts a
-// comment line. Booleans also take yes/no, as in redis.conf.
-func applyConfigFile(fs *flag.FlagSet, path string) error {
-	if path == "" {
-		return nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("config file: %v", errors.Unwrap(err))
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for line := 1; sc.Scan(); line++ {
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "#") {
-			continue
-		}
-		name, value := text, ""
-		if i := strings.IndexAny(text, " \t="); i >= 0 {
-			name = text[:i]
-			value = strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(text[i:]), "="))
-		}
-		name = strings.TrimLeft(name, "-")
-		if len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
-			if v, err := strconv.Unquote(value); err == nil {
-				value = v
-			}
-		}
-		fl := fs.Lookup(name)
-		if fl == nil || name == "config" || name == "healthcheck" || name == "version" {
-			return fmt.Errorf("config file %s line %d: unknown setting %q", path, line, name)
-		}
-		if err := fl.Value.Set(boolWord(fl, value)); err != nil {
-			return fmt.Errorf("config file %s line %d: invalid value %q for %s: %v", path, line, value, name, err)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("config file %s: %v", path, err)
-	}
-	return nil
 }
 
 // boolWord turns redis.conf's yes/no into true/false for a boolean flag.
