@@ -170,7 +170,7 @@ func startOps(ctx context.Context, addr string, srv *resp.Server, eng *engine.En
 		if errors.As(err, &op) && op.Err != nil {
 			err = op.Err
 		}
-		return nil, fmt.Errorf("cannot listen on %s (--metrics-addr): %v", addr, err)
+		return nil, fmt.Errorf("cannot listen on %s (--metrics-addr): %v (--metrics-addr or RL_METRICS_ADDR picks another address)", addr, err)
 	}
 	page := statuspage.New(statuspage.Source{Server: srv, Backend: backend, Version: version, Password: password})
 	mux := http.NewServeMux()
@@ -254,17 +254,34 @@ func healthcheck(o options, out io.Writer) int {
 	r := bufio.NewReader(c)
 	if o.requirePass != "" {
 		if line, err := r.ReadString('\n'); err != nil || line != "+OK\r\n" {
-			fmt.Fprintf(out, "unhealthy: AUTH: %q %v\n", strings.TrimSpace(line), err)
+			fmt.Fprintln(out, "unhealthy: AUTH:", replyOrErr(line, err))
 			return 1
 		}
 	}
 	line, err := r.ReadString('\n')
 	if err != nil || line != "+PONG\r\n" {
-		fmt.Fprintf(out, "unhealthy: PING: %q %v\n", strings.TrimSpace(line), err)
+		fmt.Fprintln(out, "unhealthy: PING:", replyOrErr(line, err))
 		return 1
 	}
 	fmt.Fprintln(out, "healthy")
 	return 0
+}
+
+// replyOrErr describes what the health check read instead of the reply it
+// wanted: the read error, or the reply line (quoted, without its RESP
+// type byte when it is an error).
+func replyOrErr(line string, err error) string {
+	if err != nil {
+		if line != "" {
+			return fmt.Sprintf("%v after %q", err, line)
+		}
+		return err.Error()
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if strings.HasPrefix(line, "-") {
+		return line[1:]
+	}
+	return fmt.Sprintf("unexpected reply %q", line)
 }
 
 // applySettings adds every flag's value to CONFIG GET's answers, keeping
