@@ -136,7 +136,7 @@ func TestConfigFileRefusedLines(t *testing.T) {
 // refuses to start and names the first one's pid, standalone and in
 // cluster mode; once the first is killed with -9, the second starts.
 func TestOneProcessPerDataDir(t *testing.T) {
-	second := func(dir string, extra ...string) (string, int) {
+	second := func(t *testing.T, dir string, extra ...string) (string, int) {
 		args := append([]string{"--dir", dir, "--addr", net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))}, extra...)
 		_, errOut, code := runBinary(t, nil, args...)
 		return errOut, code
@@ -145,7 +145,7 @@ func TestOneProcessPerDataDir(t *testing.T) {
 		dir := t.TempDir()
 		first := startIn(t, dir, opts{})
 		pid := first.cmd.Process.Pid
-		errOut, code := second(dir)
+		errOut, code := second(t, dir)
 		want := fmt.Sprintf("rlserver: data folder %s is in use by another rlserver (pid %d, holding %s); give each server its own --dir\n", dir, pid, filepath.Join(dir, "rlserver.lock"))
 		if errOut != want || code == 0 {
 			t.Errorf("second server on %s: stderr %q, status %d; want %q", dir, errOut, code, want)
@@ -162,7 +162,7 @@ func TestOneProcessPerDataDir(t *testing.T) {
 			return []string{"--node-id", "n1", "--raft-addr", net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))), "--bootstrap"}
 		}
 		first := startIn(t, dir, opts{args: raftArgs()})
-		errOut, code := second(dir, raftArgs()...)
+		errOut, code := second(t, dir, raftArgs()...)
 		if want := fmt.Sprintf("(pid %d, holding", first.cmd.Process.Pid); !strings.Contains(errOut, want) || code == 0 || strings.Count(errOut, "\n") != 1 {
 			t.Errorf("second cluster node on %s: stderr %q, status %d; want one line with %q", dir, errOut, code, want)
 		}
@@ -243,8 +243,8 @@ func TestHelpShowsOneShardsDefault(t *testing.T) {
 	if j := strings.Index(entry[1:], "\n  -"); j >= 0 {
 		entry = entry[:j+1]
 	}
-	if n := strings.Count(entry, "default"); n != 2 || strings.Count(entry, "(default ") != 1 {
-		t.Errorf("--help's -shards entry states its default %d times (want the text's rule and one \"(default N)\"):\n%s", n, entry)
+	if n := strings.Count(entry, "(default"); n != 1 {
+		t.Errorf("--help's -shards entry has %d \"(default\" parts, want one:\n%s", n, entry)
 	}
 }
 
@@ -304,6 +304,8 @@ func TestPolicyRefusalOneText(t *testing.T) {
 	const text = "policy file line 2: limit must be an integer >= 1"
 	wantErr(t, c, "ERR "+text, "RL.POLICY", "LOAD")
 	logged := func() int { return strings.Count(s.stderr.String(), "line 2") }
+	// stderr reaches the test through a pipe: wait for the line.
+	pollUntil(t, 10*time.Second, "the RL.POLICY LOAD refusal in the log", func() bool { return logged() >= 1 })
 	if !strings.Contains(s.stderr.String(), `err="`+text+`"`) || logged() != 1 {
 		t.Errorf("after RL.POLICY LOAD, the log has %d lines on line 2, want one with err=%q:\n%s", logged(), text, s.stderr)
 	}
