@@ -100,7 +100,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Usage = func() {
 		out := fs.Output()
 		fmt.Fprintf(out, "rlserver %s: a rate-limiter server that speaks the Redis protocol.\n\n", version)
-		fmt.Fprintf(out, "Usage: rlserver [flags]\n\nEvery flag can also be set in the environment as RL_<NAME>\n(upper case, '-' as '_', e.g. RL_ADDR, RL_LOG_LEVEL), and in a config\nfile (--config) as 'name value' lines. Flags override the environment,\nwhich overrides the file.\n\nFlags:\n")
+		fmt.Fprintf(out, "Usage: rlserver [flags]\n\nEvery flag can also be set in the environment as RL_<NAME>\n(upper case, '-' as '_', e.g. RL_ADDR, RL_LOG_LEVEL), and in a config\nfile (--config) as 'name value' lines, quoted as in redis.conf. Flags\noverride the environment, which overrides the file.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	// The config file first, then the environment, so flags on the

@@ -36,7 +36,7 @@ type opsOptions struct {
 func addOpsFlags(fs *flag.FlagSet, o *opsOptions) {
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (/metrics), the status page (/), /healthz and /readyz on this address (empty: off)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
-	fs.StringVar(&o.configFile, "config", "", "config file: one setting per line, 'name value' with the flags' names (# comments); the environment and flags override it")
+	fs.StringVar(&o.configFile, "config", "", "config file: one setting per line, 'name value' with the flags' names, quoted as in redis.conf (\"a b\", 'a b'), # comments; the environment and flags override it")
 	fs.BoolVar(&o.healthcheck, "healthcheck", false, "check that the server on --addr answers PING (with --requirepass), exit 0 if so, 1 if not; for Docker and Kubernetes probes")
 }
 
