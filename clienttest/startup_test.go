@@ -323,3 +323,81 @@ func TestPolicyRefusalOneText(t *testing.T) {
 		t.Errorf("bad policy file at start: stderr %q, status %d; want %q", errOut, code, want)
 	}
 }
+
+// TestConfigQuotingMatchesRedis: the same requirepass line gives the same
+// password to a real redis-server and to rlserver, and the lines Redis
+// refuses stop rlserver too.
+func TestConfigQuotingMatchesRedis(t *testing.T) {
+	redisBin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server is not installed")
+		}
+		t.Skip("redis-server is not installed (apt-get install redis-server)")
+	}
+	// authOK starts bin with the config body, and reports whether it
+	// started and AUTH pass then succeeds.
+	authOK := func(t *testing.T, bin string, args []string, pass string) (started, ok bool) {
+		port := freePort(t)
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		args = append(args[:len(args):len(args)], map[bool][]string{
+			true:  {"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--dir", t.TempDir()},
+			false: {"--addr", addr, "--dir", t.TempDir()},
+		}[bin == redisBin]...)
+		cmd := exec.Command(bin, args...)
+		cmd.Env = cleanEnv()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		defer func() { cmd.Process.Kill(); <-exited }()
+		deadline := time.Now().Add(readyTimeout)
+		for {
+			select {
+			case <-exited:
+				return false, false
+			default:
+			}
+			if v, err := rawDo(addr, 2*time.Second, "AUTH", pass); err == nil {
+				return true, v.kind == '+'
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not answer on %s", bin, addr)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for i, tc := range []struct {
+		value string // requirepass's argument as written in the file
+		pass  string // the password it means; "" when the line is refused
+	}{
+		{`"a\x41 b\"c\\d"`, `aA b"c\d`},
+		{`"x\ty\n"`, "x\ty\n"},
+		{`'it\'s \n'`, `it's \n`},
+		{`a"b c"`, "ab c"},
+		{`"s3cret"`, "s3cret"},
+		{`"abc`, ""},
+		{`'abc`, ""},
+		{`"abc"def`, ""},
+		{`a b`, ""},
+	} {
+		conf := filepath.Join(t.TempDir(), fmt.Sprintf("c%d.conf", i))
+		if err := os.WriteFile(conf, []byte("requirepass "+tc.value+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, bin := range []string{redisBin, binary()} {
+			args := []string{conf}
+			if bin != redisBin {
+				args = []string{"--config", conf}
+			}
+			started, ok := authOK(t, bin, args, tc.pass)
+			switch {
+			case tc.pass == "" && started:
+				t.Errorf("%s started with requirepass %s; want a refused line", filepath.Base(bin), tc.value)
+			case tc.pass != "" && (!started || !ok):
+				t.Errorf("%s with requirepass %s: started %v, AUTH %q accepted %v", filepath.Base(bin), tc.value, started, tc.pass, ok)
+			}
+		}
+	}
+}
