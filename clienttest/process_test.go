@@ -99,7 +99,7 @@ func TestStartupErrors(t *testing.T) {
 		args []string
 		want string // the whole of stderr
 	}{
-		{nil, []string{"--addr", busy}, "rlserver: cannot listen on " + busy + ": bind: address already in use\n"},
+		{nil, []string{"--addr", busy}, "rlserver: cannot listen on " + busy + ": bind: address already in use (--addr or RL_ADDR picks another address)\n"},
 		{nil, []string{"--addr", "127.0.0.1:99999"}, "rlserver: cannot listen on 127.0.0.1:99999: "},
 		{nil, []string{"--addr", free, "--shards", "0"}, "rlserver: invalid value 0 for --shards: must be between 1 and 4096\n"},
 		{nil, []string{"--addr", free, "--shards", "-3"}, "rlserver: invalid value -3 for --shards: must be between 1 and 4096\n"},
@@ -112,7 +112,7 @@ func TestStartupErrors(t *testing.T) {
 		{nil, []string{"--addr", free, "--dir", file}, "rlserver: data folder " + file + ": not a directory\n"},
 		{[]string{"RL_SHARDS=abc"}, []string{"--addr", free}, "rlserver: invalid value \"abc\" for RL_SHARDS: parse error\n"},
 		{[]string{"RL_LOG_LEVEL=loud"}, []string{"--addr", free}, "rlserver: invalid value \"loud\" for --log-level: use debug, info, warn or error\n"},
-		{[]string{"RL_ADDR=" + busy}, nil, "rlserver: cannot listen on " + busy + ": bind: address already in use\n"},
+		{[]string{"RL_ADDR=" + busy}, nil, "rlserver: cannot listen on " + busy + ": bind: address already in use (--addr or RL_ADDR picks another address)\n"},
 	} {
 		args := append([]string{"--dir", t.TempDir()}, tc.args...)
 		out, errOut, code := runBinary(t, tc.env, args...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/policy"
@@ -159,16 +160,33 @@ func cmdPolicyLoad(s *Server, c *client, _ Policies, _ [][]byte) outcome {
 		return cmdOK
 	}
 	if _, err := s.ReloadPolicies(context.Background()); err != nil {
-		var le *policy.LineError
-		if !errors.As(err, &le) && !errors.Is(err, policy.ErrFileTooLarge) && !isBackendError(err) {
-			c.rep.error(errPolicyFileRead)
-			return cmdOK
-		}
-		c.rep.error(policyCmdErrorText(err))
+		c.rep.error(policyLoadErrorText(err))
 		return cmdOK
 	}
 	c.rep.conn.WriteString("OK")
 	return cmdOK
+}
+
+// policyLoadErrorText is RL.POLICY LOAD's reply to a refused file. A file
+// that cannot be read gets a generic text: the OS error names paths, which
+// go to the log only.
+func policyLoadErrorText(err error) string {
+	var le *policy.LineError
+	if !errors.As(err, &le) && !errors.Is(err, policy.ErrFileTooLarge) && !isBackendError(err) {
+		return errPolicyFileRead
+	}
+	return policyCmdErrorText(err)
+}
+
+// PolicyFileError is the text of a refused policy file for the log and the
+// start-up error: RL.POLICY LOAD's reply without "ERR " (so a bad line
+// reads the same to the client and in the log), or the read error.
+func PolicyFileError(err error) string {
+	t := policyLoadErrorText(err)
+	if t == errPolicyFileRead {
+		return err.Error()
+	}
+	return strings.TrimPrefix(t, "ERR ")
 }
 
 func isBackendError(err error) bool {
@@ -182,8 +200,9 @@ var ErrNoPolicyFile = errors.New("no policy file configured")
 
 // ReloadPolicies replaces the policies with Config.PolicyFile's (RL.POLICY
 // LOAD, SIGHUP). The file is taken whole or not at all: on an error
-// (a *policy.LineError names the line) the policies in force stay. It
-// returns the number of policies loaded.
+// (a *policy.LineError names the line) the policies in force stay, and
+// the refusal is logged here, so callers do not log it again. It returns
+// the number of policies loaded.
 func (s *Server) ReloadPolicies(ctx context.Context) (int, error) {
 	if s.cfg.PolicyFile == "" {
 		return 0, ErrNoPolicyFile
@@ -193,13 +212,14 @@ func (s *Server) ReloadPolicies(ctx context.Context) (int, error) {
 		return 0, errors.New("this server keeps no policies")
 	}
 	ps, err := policy.ParseFile(s.cfg.PolicyFile)
-	if err != nil {
-		if s.cfg.Logger != nil {
-			s.cfg.Logger.Warn("policy file refused; the policies in force stay", "file", s.cfg.PolicyFile, "err", err)
-		}
-		return 0, err
+	if err == nil {
+		err = pb.ReplacePolicies(ctx, ps)
 	}
-	if err := pb.ReplacePolicies(ctx, ps); err != nil {
+	if err != nil {
+		// Logged here, once, whoever asked (RL.POLICY LOAD or SIGHUP).
+		if s.cfg.Logger != nil {
+			s.cfg.Logger.Warn("policy file refused; the policies in force stay", "file", s.cfg.PolicyFile, "err", PolicyFileError(err))
+		}
 		return 0, err
 	}
 	if s.cfg.Logger != nil {

@@ -38,6 +38,7 @@ type options struct {
 	dir         string
 	requirePass string
 	logLevel    string
+	pidFile     string
 	showVersion bool
 	cluster     clusterOptions
 	persist     persistOptions
@@ -84,9 +85,10 @@ func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("rlserver", flag.ContinueOnError)
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:6379", "address to listen on for Redis-protocol clients (host:port)")
-	fs.IntVar(&o.shards, "shards", defaultShards(runtime.NumCPU()), "number of engine shards, each owned by one goroutine (default: a quarter of the CPUs, at least 1)")
+	fs.IntVar(&o.shards, "shards", defaultShards(runtime.NumCPU()), "number of engine shards, each owned by one goroutine; the default shown is a quarter of this machine's CPUs, at least 1")
 	fs.StringVar(&o.dir, "dir", "./data", "data folder (snapshots, Raft state); created if missing")
 	fs.StringVar(&o.requirePass, "requirepass", "", "password clients must give with AUTH or HELLO ... AUTH (empty: none)")
+	fs.StringVar(&o.pidFile, "pidfile", "", "write the process's pid to this file at start and remove it on a clean exit, as Redis's pidfile (empty: none)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	addLimitFlags(fs, &o.limits)
@@ -98,7 +100,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Usage = func() {
 		out := fs.Output()
 		fmt.Fprintf(out, "rlserver %s: a rate-limiter server that speaks the Redis protocol.\n\n", version)
-		fmt.Fprintf(out, "Usage: rlserver [flags]\n\nEvery flag can also be set in the environment as RL_<NAME>\n(upper case, '-' as '_', e.g. RL_ADDR, RL_LOG_LEVEL), and in a config\nfile (--config) as 'name value' lines. Flags override the environment,\nwhich overrides the file.\n\nFlags:\n")
+		fmt.Fprintf(out, "Usage: rlserver [flags]\n\nEvery flag can also be set in the environment as RL_<NAME>\n(upper case, '-' as '_', e.g. RL_ADDR, RL_LOG_LEVEL), and in a config\nfile (--config) as 'name value' lines, quoted as in redis.conf. Flags\noverride the environment, which overrides the file.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	// The config file first, then the environment, so flags on the
@@ -199,14 +201,25 @@ func run(o options) error {
 	if err := ensureDir(o.dir); err != nil {
 		return err
 	}
+	lock, err := lockDir(o.dir) // before anything reads or writes the folder
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Err != nil {
-			return fmt.Errorf("cannot listen on %s: %v", o.addr, op.Err)
+			err = op.Err
 		}
-		return fmt.Errorf("cannot listen on %s: %v", o.addr, err)
+		return fmt.Errorf("cannot listen on %s: %v (--addr or RL_ADDR picks another address)", o.addr, err)
 	}
+	removePid, err := writePidFile(o.pidFile)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer removePid()
 	lns, err := o.security.listen(sec, ln)
 	if err != nil {
 		ln.Close()

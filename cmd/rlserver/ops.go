@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -37,7 +36,7 @@ type opsOptions struct {
 func addOpsFlags(fs *flag.FlagSet, o *opsOptions) {
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (/metrics), the status page (/), /healthz and /readyz on this address (empty: off)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
-	fs.StringVar(&o.configFile, "config", "", "config file: one setting per line, 'name value' with the flags' names (# comments); the environment and flags override it")
+	fs.StringVar(&o.configFile, "config", "", "config file: one setting per line, 'name value' with the flags' names, quoted as in redis.conf (\"a b\", 'a b'), # comments; the environment and flags override it")
 	fs.BoolVar(&o.healthcheck, "healthcheck", false, "check that the server on --addr answers PING (with --requirepass), exit 0 if so, 1 if not; for Docker and Kubernetes probes")
 }
 
@@ -76,51 +75,6 @@ func configPath(args []string) string {
 		}
 	}
 	return os.Getenv("RL_CONFIG")
-}
-
-// applyConfigFile sets the flags named in the config file. It runs before
-// the environment and the command line are applied, so both override it.
-// The file has one setting per line: a flag's name (without dashes), then
-// its value after spaces or '=', optionally in double quotes; '#' starts a
-// comment line. Booleans also take yes/no, as in redis.conf.
-func applyConfigFile(fs *flag.FlagSet, path string) error {
-	if path == "" {
-		return nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("config file: %v", errors.Unwrap(err))
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for line := 1; sc.Scan(); line++ {
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "#") {
-			continue
-		}
-		name, value := text, ""
-		if i := strings.IndexAny(text, " \t="); i >= 0 {
-			name = text[:i]
-			value = strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(text[i:]), "="))
-		}
-		name = strings.TrimLeft(name, "-")
-		if len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
-			if v, err := strconv.Unquote(value); err == nil {
-				value = v
-			}
-		}
-		fl := fs.Lookup(name)
-		if fl == nil || name == "config" || name == "healthcheck" || name == "version" {
-			return fmt.Errorf("config file %s line %d: unknown setting %q", path, line, name)
-		}
-		if err := fl.Value.Set(boolWord(fl, value)); err != nil {
-			return fmt.Errorf("config file %s line %d: invalid value %q for %s: %v", path, line, value, name, err)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("config file %s: %v", path, err)
-	}
-	return nil
 }
 
 // boolWord turns redis.conf's yes/no into true/false for a boolean flag.
@@ -225,7 +179,7 @@ func startOps(ctx context.Context, addr string, srv *server.Server, eng *engine.
 		if errors.As(err, &op) && op.Err != nil {
 			err = op.Err
 		}
-		return nil, fmt.Errorf("cannot listen on %s (--metrics-addr): %v", addr, err)
+		return nil, fmt.Errorf("cannot listen on %s (--metrics-addr): %v (--metrics-addr or RL_METRICS_ADDR picks another address)", addr, err)
 	}
 	page := statuspage.New(statuspage.Source{Server: srv, Backend: backend, Version: version, Password: password})
 	mux := http.NewServeMux()
@@ -309,17 +263,34 @@ func healthcheck(o options, out io.Writer) int {
 	r := bufio.NewReader(c)
 	if o.requirePass != "" {
 		if line, err := r.ReadString('\n'); err != nil || line != "+OK\r\n" {
-			fmt.Fprintf(out, "unhealthy: AUTH: %q %v\n", strings.TrimSpace(line), err)
+			fmt.Fprintln(out, "unhealthy: AUTH:", replyOrErr(line, err))
 			return 1
 		}
 	}
 	line, err := r.ReadString('\n')
 	if err != nil || line != "+PONG\r\n" {
-		fmt.Fprintf(out, "unhealthy: PING: %q %v\n", strings.TrimSpace(line), err)
+		fmt.Fprintln(out, "unhealthy: PING:", replyOrErr(line, err))
 		return 1
 	}
 	fmt.Fprintln(out, "healthy")
 	return 0
+}
+
+// replyOrErr describes what the health check read instead of the reply it
+// wanted: the read error, or the reply line (quoted, without its RESP
+// type byte when it is an error).
+func replyOrErr(line string, err error) string {
+	if err != nil {
+		if line != "" {
+			return fmt.Sprintf("%v after %q", err, line)
+		}
+		return err.Error()
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if strings.HasPrefix(line, "-") {
+		return line[1:]
+	}
+	return fmt.Sprintf("unexpected reply %q", line)
 }
 
 // applySettings adds every flag's value to CONFIG GET's answers, keeping

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,12 +32,23 @@ func addPolicyFlags(fs *flag.FlagSet, p *policyOptions) {
 	fs.StringVar(&p.file, "policies", "", "policy file: one 'name KIND params...' per line (RL.POLICY SET's arguments, # comments); loaded at start, replacing the saved policies, and reloaded by RL.POLICY LOAD and SIGHUP")
 }
 
-// readPolicyFile parses the file at start; nil without a file.
+// read parses the file at start; nil without a file.
 func (p policyOptions) read() ([]*policy.Policy, error) {
 	if p.file == "" {
 		return nil, nil
 	}
-	return policy.ParseFile(p.file)
+	ps, err := policy.ParseFile(p.file)
+	if err != nil {
+		// The line's problem in the words RL.POLICY LOAD and the log use,
+		// with the file's path, which they name apart.
+		var le *policy.LineError
+		text := resp.PolicyFileError(err)
+		if errors.As(err, &le) {
+			text = strings.Replace(text, "policy file ", "policy file "+p.file+" ", 1)
+		}
+		return nil, errors.New(text)
+	}
+	return ps, nil
 }
 
 // standalonePolicies makes the standalone store: the snapshot's policies,
@@ -100,10 +113,9 @@ func reloadOnHangup(ctx context.Context, srv *server.Server, file string, log *s
 			log.Warn("SIGHUP: no policy file to reload (--policies)")
 			continue
 		}
+		// ReloadPolicies logs the outcome, a refusal included.
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		if _, err := srv.ReloadPolicies(rctx); err != nil {
-			log.Error("SIGHUP: policy file not loaded; the policies in force stay", "file", file, "err", err)
-		}
+		srv.ReloadPolicies(rctx)
 		cancel()
 	}
 }
