@@ -57,3 +57,32 @@ func TestGCRAOverflowRefused(t *testing.T) {
 	wantRow(t, c, ex(1, 6, 6, -1, 0), "GCRA", "k", 5, 1, 10, "TOKENS", strconv.FormatInt(int64(1)<<39, 10))
 	wantInt(t, c, 0, "EXISTS", "k")
 }
+
+// TestGCRAKeySeenWithinItsMillisecond: right after a GCRA call that leaves
+// state, EXISTS is 1 and PTTL > 0 in the same millisecond, even with a
+// 1 µs interval (the key lasts until its TAT rounded up to a millisecond,
+// as Redis's PXAT; rlserver dropped it 1 µs later). A round trip may cross
+// a millisecond boundary, so one of several tries must see it.
+func TestGCRAKeySeenWithinItsMillisecond(t *testing.T) {
+	t.Parallel()
+	s := start(t, opts{})
+	c := newGoRedis(t, s, nil)
+	seen := 0
+	for i := range 10 {
+		key := "gcra-ms-" + strconv.Itoa(i)
+		if r, err := c.Do(t.Context(), "GCRA", key, 0, 1000, "0.001").Int64Slice(); err != nil || r[0] != 0 {
+			t.Fatalf("GCRA %s: %v %v", key, r, err)
+		}
+		exists, err1 := c.Exists(t.Context(), key).Result()
+		pttl, err2 := c.Do(t.Context(), "PTTL", key).Int64()
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if exists == 1 && pttl > 0 {
+			seen++
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no GCRA key was seen by EXISTS and PTTL after its call in 10 tries")
+	}
+}

@@ -626,17 +626,18 @@ func (m *refModel) tickAll(now int64) {
 }
 
 // debt is the refill still owed on key at now; 0 means full (or missing).
-func (m *refModel) debt(key string, now int64) int64 {
+// A key is kept until its bucket is full, rounded up to a whole
+// millisecond (as Redis's GCRA sets PXAT); live reports it is held.
+func (m *refModel) debt(key string, now int64) (d int64, live bool) {
 	s, ok := m.keys[key]
 	if !ok {
-		return 0
+		return 0, false
 	}
-	d := s.debt - (now - s.at)
-	if d <= 0 {
+	if now >= ceilMilli(s.at+s.debt) {
 		delete(m.keys, key)
-		return 0
+		return 0, false
 	}
-	return d
+	return max(s.debt-(now-s.at), 0), true
 }
 
 // refInterval is T = round(1e9/rate) ns, at least 1, per DESIGN.md.
@@ -677,8 +678,7 @@ func (m *refModel) apply(now int64, o refOp) Result {
 		si = ShardOf([]byte(o.key), m.shards)
 	}
 	now = m.tick(si, now)
-	d := m.debt(o.key, now)
-	live := d > 0
+	d, live := m.debt(o.key, now)
 	switch o.op {
 	case OpDel:
 		if live {
@@ -693,7 +693,8 @@ func (m *refModel) apply(now int64, o refOp) Result {
 		return Result{}
 	case OpTTL:
 		if live {
-			return Result{Value: d, Kind: KindGCRA}
+			st := m.keys[o.key]
+			return Result{Value: ceilMilli(st.at+st.debt) - now, Kind: KindGCRA}
 		}
 		return Result{Value: -2}
 	}
@@ -730,7 +731,7 @@ func (m *refModel) len(now int64) int {
 		if m.shards > 1 {
 			si = ShardOf([]byte(k), m.shards)
 		}
-		if m.debt(k, m.clock[si]) > 0 {
+		if _, live := m.debt(k, m.clock[si]); live {
 			n++
 		}
 	}

@@ -1,6 +1,9 @@
 package engine
 
-import "sync/atomic"
+import (
+	"math"
+	"sync/atomic"
+)
 
 // shard owns a partition of the keys. Only the shard's goroutine (run)
 // touches its fields: there is no mutex on limiter state.
@@ -106,12 +109,20 @@ func (s *shard) lookup(key []byte, h uint64) (int, bool) {
 }
 
 // expiresAt is the time at which the state of kind k in value v (a
-// slot's) is empty again.
+// slot's) is empty again. A token bucket's key lasts until its TAT
+// rounded up to a whole millisecond, as Redis's GCRA sets PXAT: between
+// the TAT and that instant the bucket is full, so every decision is the
+// one a missing key gets, but EXISTS and PTTL see the key for at least
+// the millisecond in which a call left state.
 func (s *shard) expiresAt(k Kind, v int64) int64 {
 	switch k {
-	case KindGCRA, KindShape:
+	case KindGCRA:
+		return ceilMilli(v)
+	case KindShape:
 		return v
-	case kindGCRAScaled, kindShapeScaled:
+	case kindGCRAScaled:
+		return ceilMilli(s.scaled.vals[v].val)
+	case kindShapeScaled:
 		return s.scaled.vals[v].val
 	case KindFixed:
 		return s.fixed.vals[v].end
@@ -400,4 +411,16 @@ func (s *shard) flush() {
 	s.sliding.reset()
 	s.log.reset()
 	s.scaled.reset()
+}
+
+// ceilMilli rounds a time in nanoseconds up to a whole millisecond.
+func ceilMilli(ns int64) int64 {
+	const ms = int64(1e6)
+	if ns > math.MaxInt64-ms {
+		return math.MaxInt64
+	}
+	if r := ns % ms; r > 0 {
+		return ns - r + ms
+	}
+	return ns
 }
