@@ -63,7 +63,8 @@ type Config struct {
 	// How the cluster is formed on first start (ignored when Dir already
 	// holds Raft state): Bootstrap makes a one-node cluster of this node;
 	// Peers, the same list on every node, bootstraps a fixed cluster.
-	// Otherwise the node waits to be added (see JoinVia).
+	// Otherwise the node waits to be added: a member runs Join for it
+	// (RL.CLUSTER JOIN, which cmd/rlserver's --join sends).
 	Bootstrap bool
 	Peers     []Peer
 
@@ -335,6 +336,9 @@ func (n *Node) trackConn(c net.Conn, add bool) {
 		delete(n.conns, c)
 	}
 }
+
+// Done is closed once Close has been called.
+func (n *Node) Done() <-chan struct{} { return n.closing }
 
 // Close leaves the cluster's traffic: a leader first hands leadership to
 // another voter (bounded), then Raft stops. Commands still waiting get

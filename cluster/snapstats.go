@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/rlserver/rlserver/server"
+	"github.com/rlserver/rlserver/status"
 )
 
 // Raft snapshot statistics (RL metrics and INFO persistence). Raft calls
@@ -18,7 +18,7 @@ import (
 // copy them.
 type snapStats struct {
 	mu  sync.Mutex
-	st  server.RaftSnapshotStatus
+	st  status.RaftSnapshots
 	now func() time.Time
 }
 
@@ -29,7 +29,7 @@ func newSnapStats() *snapStats {
 	return s
 }
 
-func (s *snapStats) status() server.RaftSnapshotStatus {
+func (s *snapStats) status() status.RaftSnapshots {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.st

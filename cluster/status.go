@@ -6,12 +6,12 @@ import (
 	"strings"
 
 	"github.com/hashicorp/raft"
-	"github.com/rlserver/rlserver/server"
+	"github.com/rlserver/rlserver/status"
 )
 
 // ClusterStatus is this node's view of the cluster (RL.CLUSTER, ROLE, INFO).
-func (n *Node) ClusterStatus() server.ClusterStatus {
-	st := server.ClusterStatus{
+func (n *Node) ClusterStatus() status.Cluster {
+	st := status.Cluster{
 		NodeID:       n.cfg.NodeID,
 		Role:         strings.ToLower(n.raft.State().String()),
 		Term:         n.raft.CurrentTerm(),
@@ -34,7 +34,7 @@ func (n *Node) ClusterStatus() server.ClusterStatus {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, s := range f.Configuration().Servers {
-		cn := server.ClusterNode{ID: string(s.ID), RaftAddr: string(s.Address), RESPAddr: n.resp[string(s.ID)], Voter: s.Suffrage == raft.Voter}
+		cn := status.Node{ID: string(s.ID), RaftAddr: string(s.Address), RESPAddr: n.resp[string(s.ID)], Voter: s.Suffrage == raft.Voter}
 		if cn.ID == n.cfg.NodeID {
 			cn.RESPAddr = n.cfg.RESPAddr
 		}
@@ -45,7 +45,7 @@ func (n *Node) ClusterStatus() server.ClusterStatus {
 
 // RaftSnapshotStatus describes this node's Raft snapshots (metrics, INFO
 // persistence).
-func (n *Node) RaftSnapshotStatus() server.RaftSnapshotStatus {
+func (n *Node) RaftSnapshotStatus() status.RaftSnapshots {
 	st := n.snapStats.status()
 	if v, err := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64); err == nil {
 		st.LastIndex = v

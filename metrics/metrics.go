@@ -23,19 +23,71 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/internal/offheap"
-	"github.com/rlserver/rlserver/server"
+	"github.com/rlserver/rlserver/policy"
+	"github.com/rlserver/rlserver/status"
 )
 
-// Sources are what the metrics read. Server is required; the rest may be
-// nil.
+// Sources are what the metrics read. Server and Memory are required; the
+// rest may be nil.
 type Sources struct {
-	Server  *server.Server
-	Engine  *engine.Engine // keys per kind: this replica's engine
-	Backend server.Backend // server.Persistence (standalone) or server.Cluster (cluster mode)
-	Version string
+	Server      Server
+	Memory      Memory
+	Engine      KeyCounter  // keys per kind: this replica's engine
+	Persistence Persistence // standalone snapshots
+	Cluster     Cluster     // the Raft node in cluster mode
+	Version     string
 	// TopKeys is how many of the most denied keys are exported with their
 	// key as a label (default 10; negative: none).
 	TopKeys int
+}
+
+// Server is what the metrics read from the command layer
+// (*server.Server).
+type Server interface {
+	Counters() status.Counters
+	// CommandStats are the counters of the commands called so far.
+	CommandStats() []status.Command
+	// BatchLatency is the histogram of whole pipelines' processing times.
+	BatchLatency() status.Histogram
+	// ErrorStats counts the error replies sent by error code.
+	ErrorStats() map[string]int64
+	ConnectedClients() int
+	MaxClients() int
+	// TopDenied returns the n keys denied most in the recent past.
+	TopDenied(n int) []status.TopKey
+	// PolicyStats counts RL.CHECK decisions per named policy.
+	PolicyStats() []policy.Stat
+}
+
+// Memory is what the metrics read from the maxmemory controller.
+type Memory interface {
+	// UsedMemory is used memory as maxmemory counts it; ok is false when
+	// the engine's part could not be read.
+	UsedMemory(ctx context.Context) (used int64, u engine.Usage, ok bool)
+	// MaxMemory is the limit (0: none) and the eviction policy's name.
+	MaxMemory() (int64, string)
+	EvictedKeys() int64
+	// RefusingNewKeys reports whether key creation is refused now.
+	RefusingNewKeys() bool
+}
+
+// KeyCounter counts the stored keys per kind (*engine.Engine).
+type KeyCounter interface {
+	Usage(ctx context.Context) (engine.Usage, error)
+}
+
+// Persistence is what the metrics read from standalone snapshots.
+type Persistence interface {
+	PersistenceStatus() status.Persistence
+	// StopWrites reports whether write commands are refused because the
+	// last save failed.
+	StopWrites() bool
+}
+
+// Cluster is what the metrics read from a Raft node (*cluster.Node).
+type Cluster interface {
+	ClusterStatus() status.Cluster
+	RaftSnapshotStatus() status.RaftSnapshots
 }
 
 // Handler returns the /metrics handler of a registry holding rlserver's
@@ -106,7 +158,7 @@ var (
 
 var raftStates = []string{"follower", "candidate", "leader", "shutdown"}
 
-// Raft snapshots (cluster mode), read through server.RaftSnapshots.
+// Raft snapshots (cluster mode).
 var (
 	dRaftSnapTaken    = desc("raft_snapshots_taken_total", "Raft snapshots this node wrote, by result (ok or failed).", "result")
 	dRaftSnapRestored = desc("raft_snapshots_restored_total", "Raft snapshots restored into this node's state: at start-up, or sent by the leader to a follower too far behind.")
@@ -124,12 +176,8 @@ func describeRaftSnapshots(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func collectRaftSnapshots(ch chan<- prometheus.Metric, backend server.Backend) {
-	rs, ok := backend.(server.RaftSnapshots)
-	if !ok {
-		return
-	}
-	st := rs.RaftSnapshotStatus()
+func collectRaftSnapshots(ch chan<- prometheus.Metric, cl Cluster) {
+	st := cl.RaftSnapshotStatus()
 	ch <- prometheus.MustNewConstMetric(dRaftSnapTaken, prometheus.CounterValue, float64(st.Taken), "ok")
 	ch <- prometheus.MustNewConstMetric(dRaftSnapTaken, prometheus.CounterValue, float64(st.Failures), "failed")
 	ch <- prometheus.MustNewConstMetric(dRaftSnapRestored, prometheus.CounterValue, float64(st.Restored))
@@ -157,7 +205,7 @@ func describeMemory(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func collectMemory(ch chan<- prometheus.Metric, s *server.Server) {
+func collectMemory(ch chan<- prometheus.Metric, s Memory) {
 	gauge := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
 	}
@@ -213,10 +261,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(dClients, float64(s.ConnectedClients()))
 	gauge(dMaxClients, float64(s.MaxClients()))
-	counter(dConnsRecv, float64(s.Stats.ConnectionsReceived.Load()))
-	counter(dConnsRej, float64(s.Stats.RejectedConnections.Load()))
-	counter(dAuthFail, float64(s.Stats.AuthFailures.Load()))
-	counter(dExpired, float64(s.ExpiredKeys()))
+	n := s.Counters()
+	counter(dConnsRecv, float64(n.ConnectionsReceived))
+	counter(dConnsRej, float64(n.RejectedConnections))
+	counter(dAuthFail, float64(n.AuthFailures))
+	counter(dExpired, float64(n.ExpiredKeys))
 
 	if c.src.Engine != nil {
 		// Stored-key counts: one short job per shard, no walk, and no
@@ -249,7 +298,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dPolicy, float64(p.Denied), p.Name, "denied")
 	}
 
-	if p, ok := c.src.Backend.(server.Persistence); ok {
+	if p := c.src.Persistence; p != nil {
 		st := p.PersistenceStatus()
 		counter(dSnapSaves, float64(st.Saves), "ok")
 		counter(dSnapSaves, float64(st.Failures), "failed")
@@ -261,11 +310,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(dSnapChanges, float64(st.Changes))
 		gauge(dSnapRunning, b2f(st.InProgress))
 		gauge(dSnapLastOK, b2f(st.LastOK))
-		if ws, ok := p.(server.WriteStopper); ok {
-			gauge(dSnapRefusing, b2f(ws.StopWrites()))
-		}
+		gauge(dSnapRefusing, b2f(p.StopWrites()))
 	}
-	if cl, ok := c.src.Backend.(server.Cluster); ok {
+	if cl := c.src.Cluster; cl != nil {
 		st := cl.ClusterStatus()
 		for _, state := range raftStates {
 			gauge(dRaftState, b2f(st.Role == state), state)
@@ -284,29 +331,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(dRaftHasLdr, b2f(st.LeaderID != ""))
 		gauge(dRaftPeers, float64(len(st.Nodes)))
 	}
-	collectRaftSnapshots(ch, c.src.Backend)
-	collectMemory(ch, s)
-}
-
-// stateClock is a replicated backend (cluster.Node): its engine runs on
-// the log's clock.
-type stateClock interface{ StateNanos() int64 }
-
-// stateNanos is the time to read the engine at: the wall clock
-// standalone, the last applied entry's time in a cluster. A read moves a
-// shard's clock forward, so a scrape that passed the wall clock to a
-// replica would make it apply later entries at a time the log does not
-// say, and the replicas would diverge (found by TestRaftSnapshotMetrics).
-func (c *Collector) stateNanos() int64 {
-	if sc, ok := c.src.Backend.(stateClock); ok {
-		return sc.StateNanos()
+	if c.src.Cluster != nil {
+		collectRaftSnapshots(ch, c.src.Cluster)
 	}
-	return time.Now().UnixNano()
+	collectMemory(ch, c.src.Memory)
 }
 
-func constHistogram(d *prometheus.Desc, h server.Histogram, lv ...string) prometheus.Metric {
-	buckets := make(map[float64]uint64, len(server.LatencyBuckets))
-	for i, le := range server.LatencyBuckets {
+func constHistogram(d *prometheus.Desc, h status.Histogram, lv ...string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(status.LatencyBuckets))
+	for i, le := range status.LatencyBuckets {
 		buckets[le] = h.Cumulative[i]
 	}
 	return prometheus.MustNewConstHistogram(d, h.Count, h.SumSeconds, buckets, lv...)

@@ -1,9 +1,17 @@
 package metrics
 
 import (
+	"context"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/policy"
+	"github.com/rlserver/rlserver/status"
 )
 
 func TestLabelSafe(t *testing.T) {
@@ -16,6 +24,185 @@ func TestLabelSafe(t *testing.T) {
 		got := LabelSafe(c.in)
 		if !strings.HasPrefix(got, c.want) || !utf8.ValidString(got) || len(got) > 132 {
 			t.Errorf("LabelSafe(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// fakeServer stands in for the command layer.
+type fakeServer struct {
+	cmds []status.Command
+	top  []status.TopKey
+}
+
+func (f *fakeServer) Counters() status.Counters {
+	return status.Counters{ConnectionsReceived: 5, RejectedConnections: 1, AuthFailures: 2, ExpiredKeys: 9}
+}
+func (f *fakeServer) CommandStats() []status.Command { return f.cmds }
+func (f *fakeServer) BatchLatency() status.Histogram { return hist(4, 0.5) }
+func (f *fakeServer) ErrorStats() map[string]int64   { return map[string]int64{"ERR": 3, "NOAUTH": 1} }
+func (f *fakeServer) ConnectedClients() int          { return 6 }
+func (f *fakeServer) MaxClients() int                { return 100 }
+func (f *fakeServer) TopDenied(n int) []status.TopKey {
+	return f.top[:min(n, len(f.top))]
+}
+func (f *fakeServer) PolicyStats() []policy.Stat {
+	return []policy.Stat{{Name: "api", Allowed: 10, Denied: 4}}
+}
+
+// hist is n observations in the first bucket, summing to sum seconds.
+func hist(n uint64, sum float64) status.Histogram {
+	h := status.Histogram{Cumulative: make([]uint64, len(status.LatencyBuckets)), Count: n, SumSeconds: sum}
+	for i := range h.Cumulative {
+		h.Cumulative[i] = n
+	}
+	return h
+}
+
+type fakeMemory struct{}
+
+func (fakeMemory) UsedMemory(context.Context) (int64, engine.Usage, bool) {
+	return 1000, engine.Usage{}, true
+}
+func (fakeMemory) MaxMemory() (int64, string) { return 2000, "noeviction" }
+func (fakeMemory) EvictedKeys() int64         { return 7 }
+func (fakeMemory) RefusingNewKeys() bool      { return true }
+
+type fakeKeys struct{}
+
+func (fakeKeys) Usage(context.Context) (engine.Usage, error) {
+	var u engine.Usage
+	u.Keys[engine.KindGCRA] = 11
+	return u, nil
+}
+
+type fakePersistence struct{}
+
+func (fakePersistence) PersistenceStatus() status.Persistence {
+	return status.Persistence{Saves: 3, Failures: 1, LastBytes: 512, LastKeys: 8, Changes: 2, LastOK: false, LastSave: time.Unix(1000, 0)}
+}
+func (fakePersistence) StopWrites() bool { return true }
+
+type fakeCluster struct{}
+
+func (fakeCluster) ClusterStatus() status.Cluster {
+	return status.Cluster{NodeID: "a", Role: "follower", LeaderID: "b", Term: 4, CommitIndex: 20, AppliedIndex: 17,
+		LeaderChanges: 2, Nodes: []status.Node{{ID: "a"}, {ID: "b"}, {ID: "c"}}}
+}
+func (fakeCluster) RaftSnapshotStatus() status.RaftSnapshots {
+	return status.RaftSnapshots{Taken: 5, Failures: 1, LastBytes: 64, LastDuration: -1, LastRestoreDuration: -1}
+}
+
+// gather collects src's metrics as "name{label=value,...}" -> value
+// (histograms by their sample count).
+func gather(t *testing.T, src Sources) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(New(src))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var ls []string
+			for _, l := range m.GetLabel() {
+				ls = append(ls, l.GetName()+"="+l.GetValue())
+			}
+			key := mf.GetName() + "{" + strings.Join(ls, ",") + "}"
+			switch {
+			case m.Gauge != nil:
+				out[key] = m.Gauge.GetValue()
+			case m.Counter != nil:
+				out[key] = m.Counter.GetValue()
+			case m.Histogram != nil:
+				out[key] = float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return out
+}
+
+// TestCollectStandalone reads every source through fakes: the series a
+// standalone server exports, and none of a cluster's.
+func TestCollectStandalone(t *testing.T) {
+	srv := &fakeServer{
+		cmds: []status.Command{
+			{Name: "rl.allow", Calls: 10, Allowed: 6, Denied: 3, Failed: 1, Rejected: 2, Latency: hist(10, 0.01), Decides: true},
+			{Name: "ping", Calls: 4},
+		},
+		top: []status.TopKey{{Key: "a\xffb", Denied: 5}, {Key: "a\xffb", Denied: 4}, {Key: "user:1", Denied: 2}},
+	}
+	got := gather(t, Sources{Server: srv, Memory: fakeMemory{}, Engine: fakeKeys{}, Persistence: fakePersistence{}, Version: "v9"})
+	for key, want := range map[string]float64{
+		"rlserver_commands_total{command=rl.allow,outcome=allowed}":  6,
+		"rlserver_commands_total{command=rl.allow,outcome=denied}":   3,
+		"rlserver_commands_total{command=rl.allow,outcome=ok}":       0,
+		"rlserver_commands_total{command=rl.allow,outcome=error}":    3,
+		"rlserver_commands_total{command=ping,outcome=ok}":           4,
+		"rlserver_commands_total{command=ping,outcome=error}":        0,
+		"rlserver_command_duration_seconds{command=rl.allow}":        10,
+		"rlserver_pipeline_duration_seconds{}":                       4,
+		"rlserver_error_replies_total{code=ERR}":                     3,
+		"rlserver_connected_clients{}":                               6,
+		"rlserver_max_clients{}":                                     100,
+		"rlserver_connections_received_total{}":                      5,
+		"rlserver_connections_rejected_total{}":                      1,
+		"rlserver_auth_failures_total{}":                             2,
+		"rlserver_expired_keys_total{}":                              9,
+		"rlserver_keys{kind=gcra}":                                   11,
+		`rlserver_top_denied_keys{key=a\xffb}`:                       5,
+		"rlserver_top_denied_keys{key=user:1}":                       2,
+		"rlserver_policy_decisions_total{outcome=denied,policy=api}": 4,
+		"rlserver_snapshot_saves_total{result=ok}":                   3,
+		"rlserver_snapshot_saves_total{result=failed}":               1,
+		"rlserver_snapshot_last_size_bytes{}":                        512,
+		"rlserver_snapshot_last_success_timestamp_seconds{}":         1000,
+		"rlserver_snapshot_last_save_ok{}":                           0,
+		"rlserver_snapshot_refusing_writes{}":                        1,
+		"rlserver_used_memory_bytes{}":                               1000,
+		"rlserver_maxmemory_bytes{}":                                 2000,
+		"rlserver_evicted_keys_total{}":                              7,
+		"rlserver_maxmemory_refusing_new_keys{}":                     1,
+	} {
+		if v, ok := got[key]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", key, v, ok, want)
+		}
+	}
+	for key := range got {
+		if strings.HasPrefix(key, "rlserver_raft_") || strings.Contains(key, "command=ping,outcome=allowed") {
+			t.Errorf("standalone exports %s", key)
+		}
+	}
+	if got["rlserver_build_info{go_version="+runtime.Version()+",version=v9}"] != 1 {
+		t.Errorf("build_info missing")
+	}
+}
+
+// TestCollectCluster reads a Raft node's status through a fake: the raft
+// series, and no snapshot-file series.
+func TestCollectCluster(t *testing.T) {
+	got := gather(t, Sources{Server: &fakeServer{}, Memory: fakeMemory{}, Cluster: fakeCluster{}, TopKeys: -1})
+	for key, want := range map[string]float64{
+		"rlserver_raft_state{state=follower}":            1,
+		"rlserver_raft_state{state=leader}":              0,
+		"rlserver_raft_term{}":                           4,
+		"rlserver_raft_apply_lag{}":                      3,
+		"rlserver_raft_has_leader{}":                     1,
+		"rlserver_raft_peers{}":                          3,
+		"rlserver_raft_leader_changes_total{}":           2,
+		"rlserver_raft_snapshots_taken_total{result=ok}": 5,
+		"rlserver_raft_snapshot_last_duration_seconds{}": 0,
+		"rlserver_raft_snapshot_last_size_bytes{}":       64,
+	} {
+		if v, ok := got[key]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", key, v, ok, want)
+		}
+	}
+	for key := range got {
+		if strings.HasPrefix(key, "rlserver_snapshot_") || strings.HasPrefix(key, "rlserver_keys") ||
+			strings.HasPrefix(key, "rlserver_raft_snapshot_last_restore") {
+			t.Errorf("cluster node without those sources exports %s", key)
 		}
 	}
 }

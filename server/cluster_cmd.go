@@ -5,6 +5,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/rlserver/rlserver/status"
 )
 
 // Cluster commands: RL.CLUSTER, ROLE and INFO's replication section. They
@@ -15,7 +17,7 @@ import (
 // Cluster is what the cluster commands need from a replicated backend.
 type Cluster interface {
 	// ClusterStatus is this node's view of the cluster.
-	ClusterStatus() ClusterStatus
+	ClusterStatus() status.Cluster
 	// Join adds a voting member with its Raft address.
 	Join(ctx context.Context, id, raftAddr string) error
 	// Remove removes a member.
@@ -24,30 +26,6 @@ type Cluster interface {
 	// that applied the same index report the same digest.
 	Digest(ctx context.Context) (appliedIndex uint64, digest string, err error)
 }
-
-// ClusterStatus is one node's view of its cluster.
-type ClusterStatus struct {
-	NodeID        string
-	Role          string // "leader", "follower", "candidate" or "shutdown"
-	LeaderID      string // "" while no leader is known
-	Term          uint64
-	CommitIndex   uint64
-	AppliedIndex  uint64 // Raft's applied index
-	LastLogIndex  uint64
-	SnapshotIndex uint64
-	Nodes         []ClusterNode // the configuration, in its order
-	LeaderChanges uint64        // leaders observed since start (elections, hand-offs, losses)
-}
-
-// ClusterNode is one member of the configuration.
-type ClusterNode struct {
-	ID       string
-	RaftAddr string
-	RESPAddr string // "" when this node has not learned it
-	Voter    bool
-}
-
-const errNoCluster = "ERR This instance has cluster support disabled"
 
 func init() {
 	register(
@@ -76,7 +54,7 @@ func clusterSub(name string, arity int, summary string, h func(*Server, *client,
 		handler: func(s *Server, c *client, args [][]byte) outcome {
 			cl := s.cluster()
 			if cl == nil {
-				c.rep.error(errNoCluster)
+				c.rep.error(ErrTextNoCluster)
 				return cmdOK
 			}
 			return h(s, c, cl, args)
@@ -87,18 +65,6 @@ func clusterSub(name string, arity int, summary string, h func(*Server, *client,
 func (s *Server) cluster() Cluster {
 	cl, _ := s.backend.(Cluster)
 	return cl
-}
-
-func (st *ClusterStatus) leader() *ClusterNode {
-	if st.LeaderID == "" {
-		return nil
-	}
-	for i := range st.Nodes {
-		if st.Nodes[i].ID == st.LeaderID {
-			return &st.Nodes[i]
-		}
-	}
-	return nil
 }
 
 func orDash(s string) string {
@@ -132,7 +98,7 @@ func cmdClusterNodes(_ *Server, c *client, cl Cluster, _ [][]byte) outcome {
 
 func cmdClusterLeader(_ *Server, c *client, cl Cluster, _ [][]byte) outcome {
 	st := cl.ClusterStatus()
-	l := st.leader()
+	l := st.Leader()
 	if l == nil {
 		c.rep.null()
 		return cmdOK
@@ -201,7 +167,7 @@ func cmdRole(s *Server, c *client, _ [][]byte) outcome {
 		c.rep.conn.WriteArray(3)
 		c.rep.conn.WriteBulkString("master")
 		c.rep.conn.WriteInt64(int64(st.AppliedIndex))
-		var others []ClusterNode
+		var others []status.Node
 		for _, n := range st.Nodes {
 			if n.ID != st.NodeID {
 				others = append(others, n)
@@ -218,7 +184,7 @@ func cmdRole(s *Server, c *client, _ [][]byte) outcome {
 		return cmdOK
 	}
 	host, port, state := "?", int64(0), "connect"
-	if l := st.leader(); l != nil {
+	if l := st.Leader(); l != nil {
 		host, port = splitHostPort(l.RESPAddr)
 		state = "connected"
 	}
@@ -242,7 +208,7 @@ func (s *Server) writeReplicationInfo(kv func(k string, v any)) {
 		return
 	}
 	st := cl.ClusterStatus()
-	l := st.leader()
+	l := st.Leader()
 	if st.Role == "leader" {
 		kv("role", "master")
 		kv("connected_slaves", max(len(st.Nodes)-1, 0))

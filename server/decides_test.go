@@ -6,7 +6,7 @@ import (
 )
 
 // TestDecidingCommands pins which commands count as limiter decisions
-// (CommandStat.Decides): only they get allowed/denied series in the
+// (status.Command.Decides): only they get allowed/denied series in the
 // metrics; PING, DEL, EXISTS, RL.RESET had them, always 0.
 func TestDecidingCommands(t *testing.T) {
 	var got []string

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/policy"
@@ -12,24 +13,60 @@ import (
 
 // Wire texts of errors, following Redis's conventions. This is the only
 // place where an error becomes text a client sees.
+//
+// The exported codes and texts are the refusals another rlserver acts on:
+// a node joining through a member (cmd/rlserver) tells credentials it must
+// change from a join it may not make by them. A reply's code is its first
+// word (ErrorCode).
+const (
+	// ErrCodeNoAuth starts the reply to a command sent before
+	// authenticating to a server that requires it.
+	ErrCodeNoAuth = "NOAUTH"
+	// ErrCodeWrongPass starts the reply to AUTH with a wrong user or
+	// password.
+	ErrCodeWrongPass = "WRONGPASS"
+	// ErrCodeNoPerm starts the reply to a command the user may not run, or
+	// whose keys it may not touch.
+	ErrCodeNoPerm = "NOPERM"
+	// ErrCodeDenied starts protected mode's refusal of a connection.
+	ErrCodeDenied = "DENIED"
+
+	// ErrTextNotTLS is the reply to a plain connection on a TLS-only port.
+	ErrTextNotTLS = "ERR Protocol error: this port accepts TLS connections only"
+	// ErrTextNoPassSet is the reply to AUTH password when the default user
+	// has no password.
+	ErrTextNoPassSet = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
+	// ErrTextNoCluster is the reply to RL.CLUSTER on a standalone server.
+	ErrTextNoCluster = "ERR This instance has cluster support disabled"
+)
+
 const (
 	errNotInteger   = "ERR value is not an integer or out of range"
 	errNotFloat     = "ERR value is not a valid float"
 	errSyntax       = "ERR syntax error"
-	errNoAuth       = "NOAUTH Authentication required."
-	errWrongPass    = "WRONGPASS invalid username-password pair or user is disabled."
-	errNoPassSet    = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
+	errNoAuth       = ErrCodeNoAuth + " Authentication required."
+	errWrongPass    = ErrCodeWrongPass + " invalid username-password pair or user is disabled."
+	errNoPassSet    = ErrTextNoPassSet
 	errDBIndex      = "ERR DB index is out of range"
 	errProtoVersion = "NOPROTO unsupported protocol version"
 	errWrongType    = "WRONGTYPE Operation against a key holding the wrong kind of value"
 	errInternal     = "ERR internal error"
 	errShutdown     = "ERR server is shutting down"
-	errProtected    = "DENIED rlserver is running in protected mode because it listens on a non-loopback address and no password is set. In this mode connections are only accepted from the loopback interface. To accept clients from other hosts: 1) set a password with --requirepass (recommended), or 2) turn protected mode off with --protected-mode=false, making sure the server is not reachable from untrusted networks."
-	errNoPermKey    = "NOPERM No permissions to access a key"
-	errNotTLS       = "ERR Protocol error: this port accepts TLS connections only"
+	errProtected    = ErrCodeDenied + " rlserver is running in protected mode because it listens on a non-loopback address and no password is set. In this mode connections are only accepted from the loopback interface. To accept clients from other hosts: 1) set a password with --requirepass (recommended), or 2) turn protected mode off with --protected-mode=false, making sure the server is not reachable from untrusted networks."
+	errNoPermKey    = ErrCodeNoPerm + " No permissions to access a key"
+	errNotTLS       = ErrTextNotTLS
 	errOOM          = "OOM command not allowed when used memory > 'maxmemory'."
-	errHelloNoAuth  = "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
+	errHelloNoAuth  = ErrCodeNoAuth + " HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
 )
+
+// ErrorCode returns the code of an error reply's text: its first word
+// (ERR, WRONGTYPE, NOAUTH...).
+func ErrorCode(text string) string {
+	if i := strings.IndexByte(text, ' '); i >= 0 {
+		return text[:i]
+	}
+	return text
+}
 
 // engineErrorText maps an error from the engine or the backend to its wire
 // text. Unknown errors never leak their Go text.
@@ -101,7 +138,7 @@ func backendErrorText(err error) (string, bool) {
 // noPerm is Redis's text for a command the user may not run; a
 // subcommand is named container|sub.
 func noPerm(u *aclUser, c *command) string {
-	return "NOPERM User " + u.name + " has no permissions to run the '" + c.name + "' command"
+	return ErrCodeNoPerm + " User " + u.name + " has no permissions to run the '" + c.name + "' command"
 }
 
 func unknownCategory(cat []byte) string {

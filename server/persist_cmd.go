@@ -4,6 +4,8 @@ import (
 	"context"
 	"path/filepath"
 	"time"
+
+	"github.com/rlserver/rlserver/status"
 )
 
 // Persistence commands: SAVE, BGSAVE, LASTSAVE, SHUTDOWN and INFO's
@@ -27,25 +29,7 @@ type Persistence interface {
 	// save unless save is false (SHUTDOWN).
 	Shutdown(ctx context.Context, save bool) error
 	// PersistenceStatus feeds INFO persistence.
-	PersistenceStatus() PersistenceStatus
-}
-
-// PersistenceStatus is INFO persistence's data.
-type PersistenceStatus struct {
-	File           string        // the snapshot file's path
-	Interval       time.Duration // between periodic saves; 0: off
-	Changes        uint64        // writes since the last successful save started
-	InProgress     bool          // a background save (BGSAVE or periodic) is running
-	BgStarted      time.Time     // when it started
-	LastSave       time.Time     // last successful save (start-up time before the first)
-	LastOK         bool          // the last save of any kind succeeded
-	LastBgDuration time.Duration // of the last background save; -1 before the first
-	LastDuration   time.Duration // of the last successful save
-	LastBytes      int64         // its file size
-	LastKeys       int           // its records
-	Saves          int64         // successful saves since start
-	Failures       int64         // failed saves since start
-	LoadedKeys     int           // records loaded at start-up
+	PersistenceStatus() status.Persistence
 }
 
 // WriteStopper is implemented by a Persistence that may refuse writes

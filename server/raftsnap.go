@@ -1,6 +1,10 @@
 package server
 
-import "time"
+import (
+	"time"
+
+	"github.com/rlserver/rlserver/status"
+)
 
 // Raft snapshots in INFO persistence. A cluster node's state lives in
 // Raft's snapshots and log rather than in the standalone snapshot file;
@@ -9,19 +13,7 @@ import "time"
 
 // RaftSnapshots is what INFO persistence reads from a replicated backend.
 type RaftSnapshots interface {
-	RaftSnapshotStatus() RaftSnapshotStatus
-}
-
-// RaftSnapshotStatus describes this node's Raft snapshots since it started.
-type RaftSnapshotStatus struct {
-	Taken               int64         // snapshots this node wrote
-	Failures            int64         // snapshots that failed to capture or write
-	Restored            int64         // snapshots restored: at start-up, or sent by the leader
-	LastSnapshot        time.Time     // when the last one was written; the start-up time before the first
-	LastDuration        time.Duration // capture and write of the last one; -1 before the first
-	LastBytes           int64         // its size
-	LastIndex           uint64        // the log index it covers (Raft's last snapshot, taken or restored)
-	LastRestoreDuration time.Duration // of the last restore; -1 before the first
+	RaftSnapshotStatus() status.RaftSnapshots
 }
 
 // writeRaftSnapshotInfo adds the Raft snapshot fields to INFO persistence

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rlserver/rlserver/status"
 )
 
 // Per-command statistics (INFO commandstats, errorstats, the Prometheus
@@ -26,17 +28,9 @@ import (
 //     the latency a pipelining client sees.
 //   - Nothing is allocated per command.
 
-// LatencyBuckets are the upper bounds, in seconds, of the latency
-// histograms: 1 µs to ~4 s in powers of two (23 buckets, then +Inf).
-var LatencyBuckets = func() []float64 {
-	b := make([]float64, numBuckets)
-	for i := range b {
-		b[i] = float64(int64(1000)<<i) / 1e9
-	}
-	return b
-}()
-
-const numBuckets = 23
+// numBuckets is the histograms' number of finite bounds
+// (status.LatencyBuckets).
+const numBuckets = status.NumLatencyBuckets
 
 // bucketOf returns the histogram bucket of a duration: the first bound it
 // does not exceed, numBuckets for +Inf.
@@ -61,16 +55,8 @@ func (h *histogram) add(ns, n int64) {
 	h.sumNanos.Add(ns * n)
 }
 
-// Histogram is a snapshot of a latency histogram: cumulative counts per
-// bound of LatencyBuckets, the total count and the sum in seconds.
-type Histogram struct {
-	Cumulative []uint64 // len(LatencyBuckets)
-	Count      uint64
-	SumSeconds float64
-}
-
-func (h *histogram) snapshot() Histogram {
-	out := Histogram{Cumulative: make([]uint64, numBuckets)}
+func (h *histogram) snapshot() status.Histogram {
+	out := status.Histogram{Cumulative: make([]uint64, numBuckets)}
 	var run uint64
 	for i := range h.counts {
 		run += uint64(h.counts[i].Load())
@@ -169,18 +155,6 @@ func (s *Server) mergeStats(c *client, elapsed time.Duration, now time.Time) {
 	}
 }
 
-// CommandStat is one command's counters since start.
-type CommandStat struct {
-	Name     string // lower case, "container|sub" for a subcommand
-	Calls    int64  // executed, whatever the outcome
-	Allowed  int64  // limiter decisions that allowed
-	Denied   int64  // limiter decisions that denied
-	Failed   int64  // executed and answered with an error
-	Rejected int64  // refused before running (arity, auth, ACL, key length)
-	Latency  Histogram
-	Decides  bool // a limiter command: its replies are decisions, allowed or denied
-}
-
 // decides reports whether c's replies are limiter decisions: the
 // algorithm commands and RL.PEEK (batched, in @ratelimit, not a keyspace
 // command such as RL.RESET) and RL.CHECK (tiered).
@@ -190,15 +164,15 @@ func (c *command) decides() bool {
 
 // CommandStats returns the counters of every command called at least once
 // (rejected calls included), sorted by name.
-func (s *Server) CommandStats() []CommandStat {
-	var out []CommandStat
+func (s *Server) CommandStats() []status.Command {
+	var out []status.Command
 	for id := range s.cmdStats {
 		st := &s.cmdStats[id]
 		calls, rejected := st.calls.Load(), st.rejected.Load()
 		if calls == 0 && rejected == 0 {
 			continue
 		}
-		out = append(out, CommandStat{
+		out = append(out, status.Command{
 			Name: byID[id].name, Calls: calls, Allowed: st.allowed.Load(), Denied: st.denied.Load(),
 			Failed: st.failed.Load(), Rejected: rejected, Latency: st.latency.snapshot(),
 			Decides: byID[id].decides(),
@@ -210,7 +184,23 @@ func (s *Server) CommandStats() []CommandStat {
 
 // BatchLatency is the histogram of whole pipelines' processing times: what
 // a client that pipelines waits for, before the reply is written.
-func (s *Server) BatchLatency() Histogram { return s.batchLatency.snapshot() }
+func (s *Server) BatchLatency() status.Histogram { return s.batchLatency.snapshot() }
+
+// Counters reads the server's counters since start. ExpiredKeys is the
+// total of ExpiredKeys.
+func (s *Server) Counters() status.Counters {
+	st := &s.Stats
+	return status.Counters{
+		ConnectionsReceived: st.ConnectionsReceived.Load(),
+		RejectedConnections: st.RejectedConnections.Load(),
+		CommandsProcessed:   st.CommandsProcessed.Load(),
+		ErrorReplies:        st.ErrorReplies.Load(),
+		Allowed:             st.Allowed.Load(),
+		Denied:              st.Denied.Load(),
+		AuthFailures:        st.AuthFailures.Load(),
+		ExpiredKeys:         s.ExpiredKeys(),
+	}
+}
 
 // ConnectedClients counts the connections being served.
 func (s *Server) ConnectedClients() int {
@@ -234,10 +224,7 @@ type errorStats struct {
 const maxErrorCodes = 128
 
 func (e *errorStats) add(text string) {
-	code := text
-	if i := strings.IndexByte(text, ' '); i >= 0 {
-		code = text[:i]
-	}
+	code := ErrorCode(text)
 	e.mu.RLock()
 	n := e.codes[code]
 	e.mu.RUnlock()
@@ -442,7 +429,7 @@ func (s *Server) evictedSinceReset() int64 {
 // commandStatsSinceReset is CommandStats as INFO commandstats reports it:
 // counts and latency sums since the last RESETSTAT (the histogram's
 // buckets are left as they are: INFO does not show them).
-func (s *Server) commandStatsSinceReset() []CommandStat {
+func (s *Server) commandStatsSinceReset() []status.Command {
 	all := s.CommandStats()
 	s.base.mu.Lock()
 	defer s.base.mu.Unlock()

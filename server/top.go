@@ -8,6 +8,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/rlserver/rlserver/status"
 )
 
 // Who is being limited: RL.TOP [COUNT n] lists the keys denied most in the
@@ -34,8 +36,6 @@ const (
 	topCapacity = 1024
 	topHalfLife = time.Minute
 	topKeyMax   = 256
-	// DefaultTopCount is what RL.TOP lists without COUNT.
-	DefaultTopCount = 10
 )
 
 type topEntry struct {
@@ -113,26 +113,18 @@ func (t *topKeys) add(key []byte, w float64) {
 	heap.Fix(&t.heap, 0)
 }
 
-// TopKey is one key of RL.TOP: its recent denials (decayed, see topKeys)
-// and how much that may overestimate them.
-type TopKey struct {
-	Key    string
-	Denied float64
-	Error  float64
-}
-
 // top returns the n keys with the most recent denials, most first (ties
 // by key, so the order is stable).
-func (t *topKeys) top(n int, now time.Time) []TopKey {
+func (t *topKeys) top(n int, now time.Time) []status.TopKey {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.heap) == 0 {
 		return nil
 	}
 	w := t.weight(now)
-	out := make([]TopKey, 0, len(t.heap))
+	out := make([]status.TopKey, 0, len(t.heap))
 	for _, e := range t.heap {
-		out = append(out, TopKey{Key: e.key, Denied: e.count / w, Error: e.err / w})
+		out = append(out, status.TopKey{Key: e.key, Denied: e.count / w, Error: e.err / w})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Denied != out[j].Denied {
@@ -150,7 +142,7 @@ func (t *topKeys) top(n int, now time.Time) []TopKey {
 // TopDenied returns the n keys denied most in the recent past (RL.TOP).
 // It first moves every connection's unmerged denials into the summary, so
 // the answer includes every denial made so far.
-func (s *Server) TopDenied(n int) []TopKey {
+func (s *Server) TopDenied(n int) []status.TopKey {
 	now := time.Now()
 	s.mu.Lock()
 	list := make([]*client, 0, len(s.clients))
@@ -293,7 +285,7 @@ func init() {
 // cmdTop: RL.TOP [COUNT n]. Each element is [key, denials]: the denials
 // rounded to an integer, weighted by age (half-life one minute).
 func cmdTop(s *Server, c *client, args [][]byte) outcome {
-	n := DefaultTopCount
+	n := status.DefaultTopCount
 	switch {
 	case len(args) == 1:
 	case len(args) == 3 && equalFold(args[1], "count"):

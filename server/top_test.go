@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/rlserver/rlserver/status"
 )
 
 func TestBucketOf(t *testing.T) {
@@ -15,8 +17,8 @@ func TestBucketOf(t *testing.T) {
 		if got := bucketOf(c.ns); got != c.want {
 			t.Errorf("bucketOf(%d) = %d, want %d", c.ns, got, c.want)
 		}
-		if c.want < numBuckets && float64(c.ns)/1e9 > LatencyBuckets[c.want] {
-			t.Errorf("%d ns above its bucket's bound %v", c.ns, LatencyBuckets[c.want])
+		if c.want < numBuckets && float64(c.ns)/1e9 > status.LatencyBuckets[c.want] {
+			t.Errorf("%d ns above its bucket's bound %v", c.ns, status.LatencyBuckets[c.want])
 		}
 	}
 }

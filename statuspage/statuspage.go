@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rlserver/rlserver/server"
+	"github.com/rlserver/rlserver/status"
 )
 
 //go:embed assets
@@ -29,12 +29,27 @@ var assets embed.FS
 
 // Source is what the page shows. Server is required.
 type Source struct {
-	Server  *server.Server
-	Backend server.Backend // a server.Cluster in cluster mode
+	Server  Server
+	Cluster Cluster // the Raft node in cluster mode; nil standalone
 	Version string
 	// Password authenticates the ROLE the page sends to the other members
 	// for their applied indexes (empty: none).
 	Password string
+}
+
+// Server is what the page reads from the command layer (*server.Server).
+type Server interface {
+	Counters() status.Counters
+	ConnectedClients() int
+	// Started is when the server was made.
+	Started() time.Time
+	// TopDenied returns the n keys denied most in the recent past.
+	TopDenied(n int) []status.TopKey
+}
+
+// Cluster is what the page reads from a Raft node (*cluster.Node).
+type Cluster interface {
+	ClusterStatus() status.Cluster
 }
 
 // Step is the time between two points of the rate series; History is how
@@ -74,8 +89,8 @@ func New(src Source) *Page {
 }
 
 func (p *Page) read(now time.Time) sample {
-	st := &p.src.Server.Stats
-	return sample{at: now, allowed: st.Allowed.Load(), denied: st.Denied.Load()}
+	n := p.src.Server.Counters()
+	return sample{at: now, allowed: n.Allowed, denied: n.Denied}
 }
 
 // Run samples the allowed and denied rates every Step until ctx ends.
@@ -181,15 +196,16 @@ type memberView struct {
 // Status builds the page's data.
 func (p *Page) Status(ctx context.Context) Status {
 	s := p.src.Server
+	n := s.Counters()
 	st := Status{
 		Version:       p.src.Version,
 		NowMs:         time.Now().UnixMilli(),
 		UptimeSeconds: int64(time.Since(s.Started()) / time.Second),
 		Totals: Totals{
-			Allowed:  s.Stats.Allowed.Load(),
-			Denied:   s.Stats.Denied.Load(),
-			Commands: s.Stats.CommandsProcessed.Load(),
-			Errors:   s.Stats.ErrorReplies.Load(),
+			Allowed:  n.Allowed,
+			Denied:   n.Denied,
+			Commands: n.CommandsProcessed,
+			Errors:   n.ErrorReplies,
 			Clients:  s.ConnectedClients(),
 		},
 		StepSeconds: Step.Seconds(),
@@ -198,10 +214,10 @@ func (p *Page) Status(ctx context.Context) Status {
 	p.mu.Lock()
 	st.Series = append([]point{}, p.points...)
 	p.mu.Unlock()
-	for _, k := range s.TopDenied(server.DefaultTopCount) {
+	for _, k := range s.TopDenied(status.DefaultTopCount) {
 		st.Top = append(st.Top, TopKey{Key: k.Key, Denied: k.Denied})
 	}
-	if cl, ok := p.src.Backend.(server.Cluster); ok {
+	if cl := p.src.Cluster; cl != nil {
 		st.Cluster = p.cluster(ctx, cl.ClusterStatus())
 	}
 	return st
@@ -209,7 +225,7 @@ func (p *Page) Status(ctx context.Context) Status {
 
 // cluster describes the members; each other member's applied index comes
 // from its ROLE reply, asked at most once a second.
-func (p *Page) cluster(ctx context.Context, cs server.ClusterStatus) *ClusterUI {
+func (p *Page) cluster(ctx context.Context, cs status.Cluster) *ClusterUI {
 	ui := &ClusterUI{NodeID: cs.NodeID, Role: cs.Role, LeaderID: cs.LeaderID, Term: cs.Term,
 		CommitIndex: cs.CommitIndex, AppliedIndex: cs.AppliedIndex, LeaderChanges: cs.LeaderChanges, Members: []memberView{}}
 	p.mu.Lock()
@@ -262,7 +278,7 @@ func (p *Page) cluster(ctx context.Context, cs server.ClusterStatus) *ClusterUI 
 
 // fillAddrs sets the client addresses cs lacks from the leader's
 // RL.CLUSTER NODES.
-func (p *Page) fillAddrs(ctx context.Context, cs *server.ClusterStatus) {
+func (p *Page) fillAddrs(ctx context.Context, cs *status.Cluster) {
 	leaderAddr := ""
 	missing := false
 	for _, n := range cs.Nodes {

@@ -3,22 +3,44 @@ package statuspage
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rlserver/rlserver/server"
+	"github.com/rlserver/rlserver/status"
 )
 
+// fakeServer stands in for the command layer.
+type fakeServer struct {
+	n       status.Counters
+	clients int
+	started time.Time
+	top     []status.TopKey
+}
+
+func (f *fakeServer) Counters() status.Counters { return f.n }
+func (f *fakeServer) ConnectedClients() int     { return f.clients }
+func (f *fakeServer) Started() time.Time        { return f.started }
+func (f *fakeServer) TopDenied(n int) []status.TopKey {
+	return f.top[:min(n, len(f.top))]
+}
+
+type fakeCluster struct{ st status.Cluster }
+
+func (f fakeCluster) ClusterStatus() status.Cluster { return f.st }
+
 func TestRatesSeries(t *testing.T) {
-	srv := server.New(server.Config{}, nil)
+	srv := &fakeServer{started: time.Now()}
 	p := New(Source{Server: srv, Version: "v"})
 	t0 := p.last.at
-	srv.Stats.Allowed.Add(30)
-	srv.Stats.Denied.Add(10)
+	srv.n.Allowed += 30
+	srv.n.Denied += 10
 	p.tick(t0.Add(2 * time.Second))
-	srv.Stats.Denied.Add(5)
+	srv.n.Denied += 5
 	p.tick(t0.Add(3 * time.Second))
 	st := p.Status(context.Background())
 	if len(st.Series) != 2 || st.Series[0].Allowed != 15 || st.Series[0].Denied != 5 ||
@@ -33,6 +55,54 @@ func TestRatesSeries(t *testing.T) {
 	}
 	if n := len(p.Status(context.Background()).Series); n != History {
 		t.Errorf("%d points kept, want %d", n, History)
+	}
+}
+
+// TestStatusDocument checks /api/status's JSON against fakes: totals,
+// the top keys (at most status.DefaultTopCount, without their error
+// bound), uptime, and a cluster whose other members cannot be reached.
+func TestStatusDocument(t *testing.T) {
+	srv := &fakeServer{
+		n:       status.Counters{Allowed: 7, Denied: 3, CommandsProcessed: 12, ErrorReplies: 2},
+		clients: 4,
+		started: time.Now().Add(-90 * time.Second),
+	}
+	for i := range status.DefaultTopCount + 5 {
+		srv.top = append(srv.top, status.TopKey{Key: fmt.Sprintf("k%02d", i), Denied: float64(100 - i), Error: 1})
+	}
+	cl := fakeCluster{status.Cluster{NodeID: "a", Role: "leader", LeaderID: "a", Term: 3, CommitIndex: 9, AppliedIndex: 8,
+		LeaderChanges: 1, Nodes: []status.Node{{ID: "a", RaftAddr: "ra", RESPAddr: "", Voter: true}, {ID: "b", RaftAddr: "rb", Voter: false}}}}
+	p := New(Source{Server: srv, Cluster: cl, Version: "v1"})
+	rec := httptest.NewRecorder()
+	p.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/status", nil))
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("content type %q", ct)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	totals, _ := json.Marshal(doc["totals"])
+	if string(totals) != `{"allowed":7,"clients":4,"commands":12,"denied":3,"errors":2}` {
+		t.Errorf("totals %s", totals)
+	}
+	if up := doc["uptime_seconds"].(float64); up < 90 || up > 100 {
+		t.Errorf("uptime %v", up)
+	}
+	top := doc["top"].([]any)
+	if len(top) != status.DefaultTopCount {
+		t.Fatalf("%d top keys, want %d", len(top), status.DefaultTopCount)
+	}
+	if first, _ := json.Marshal(top[0]); string(first) != `{"denied":100,"key":"k00"}` {
+		t.Errorf("top[0] %s", first)
+	}
+	c, _ := json.Marshal(doc["cluster"])
+	want := `{"applied_index":8,"commit_index":9,"leader_changes":1,"leader_id":"a",` +
+		`"members":[{"applied_index":8,"id":"a","leader":true,"raft_addr":"ra","resp_addr":"","role":"leader","self":true,"voter":true},` +
+		`{"applied_index":null,"id":"b","leader":false,"raft_addr":"rb","resp_addr":"","role":"","self":false,"voter":false}],` +
+		`"node_id":"a","role":"leader","term":3}`
+	if string(c) != want {
+		t.Errorf("cluster\n got %s\nwant %s", c, want)
 	}
 }
 

@@ -122,18 +122,18 @@ func openCluster(ctx context.Context, c clusterOptions, eng *engine.Engine, dir 
 	if c.join == "" || n.HasState() {
 		return n, nil
 	}
-	jo := joinOptions(c, password, sec)
+	jt := joinOptions(c, password, sec)
 	// One attempt before serving, so that credentials or TLS settings the
 	// member refuses stop the start with one clear line; a member that is
-	// not reachable yet is retried in the background.
-	err = n.JoinOnce(ctx, jo)
-	if cluster.JoinRefused(err) {
+	// not reachable yet is retried in the background (join.go).
+	err = joinOnce(ctx, n, c.nodeID, jt, log)
+	if joinRefused(err) {
 		n.Close()
 		return nil, fmt.Errorf("cannot join the cluster through %s: %v%s", c.join, err, joinHint(err))
 	}
 	if err != nil {
 		log.Warn("join failed; retrying in the background", "via", c.join, "err", err)
-		go n.JoinVia(ctx, jo)
+		go joinVia(ctx, n, c.nodeID, jt, log)
 	}
 	return n, nil
 }
@@ -144,8 +144,8 @@ func openCluster(ctx context.Context, c clusterOptions, eng *engine.Engine, dir 
 // checked as a cluster peer's (signed by the CA, any name), otherwise as
 // redis-cli --tls would (signed by --tls-ca-cert-file or a system CA, for
 // the host named in --join).
-func joinOptions(c clusterOptions, requirePass string, sec security) cluster.JoinOptions {
-	jo := cluster.JoinOptions{Addr: c.join, User: c.joinUser, Password: c.joinPassword}
+func joinOptions(c clusterOptions, requirePass string, sec security) joinTarget {
+	jo := joinTarget{Addr: c.join, User: c.joinUser, Password: c.joinPassword}
 	if jo.Password == "" {
 		jo.Password = requirePass
 	}
@@ -169,11 +169,11 @@ func joinOptions(c clusterOptions, requirePass string, sec security) cluster.Joi
 // joinHint names the flags behind a refused join.
 func joinHint(err error) string {
 	switch {
-	case errors.Is(err, cluster.ErrJoinCredentials):
+	case errors.Is(err, errJoinCredentials):
 		return " (check --join-user and --join-password; the password defaults to --requirepass)"
-	case errors.Is(err, cluster.ErrJoinForbidden):
+	case errors.Is(err, errJoinForbidden):
 		return " (the member must be in cluster mode and let the --join user run RL.CLUSTER JOIN: +@all, +@dangerous or +rl.cluster|join)"
-	case errors.Is(err, cluster.ErrJoinTLS):
+	case errors.Is(err, errJoinTLS):
 		return " (check --join-tls, --tls-cert-file, --tls-key-file and --tls-ca-cert-file)"
 	}
 	return ""

@@ -311,7 +311,7 @@ func run(o options) error {
 	})
 	defer stopSweep()
 	go reloadOnHangup(ctx, srv, o.policies.file, log)
-	opsSrv, err := startOps(ctx, o.ops.metricsAddr, srv, eng, backend, o.requirePass, log)
+	opsSrv, err := startOps(ctx, o.ops.metricsAddr, srv, eng, node, snaps, o.requirePass, log)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlserver/rlserver/cluster"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/metrics"
 	"github.com/rlserver/rlserver/server"
@@ -168,8 +169,8 @@ type opsServer struct {
 
 // startOps listens on --metrics-addr and serves /metrics, /healthz,
 // /readyz and the status page until stop. It returns nil when the address
-// is empty.
-func startOps(ctx context.Context, addr string, srv *server.Server, eng *engine.Engine, backend server.Backend, password string, log *slog.Logger) (*opsServer, error) {
+// is empty. node is nil standalone, snaps nil in cluster mode.
+func startOps(ctx context.Context, addr string, srv *server.Server, eng *engine.Engine, node *cluster.Node, snaps *snapshots, password string, log *slog.Logger) (*opsServer, error) {
 	if addr == "" {
 		return nil, nil
 	}
@@ -181,14 +182,22 @@ func startOps(ctx context.Context, addr string, srv *server.Server, eng *engine.
 		}
 		return nil, fmt.Errorf("cannot listen on %s (--metrics-addr): %v (--metrics-addr or RL_METRICS_ADDR picks another address)", addr, err)
 	}
-	page := statuspage.New(statuspage.Source{Server: srv, Backend: backend, Version: version, Password: password})
+	pageSrc := statuspage.Source{Server: srv, Version: version, Password: password}
+	metricSrc := metrics.Sources{Server: srv, Memory: srv, Engine: eng, Version: version}
+	if node != nil {
+		pageSrc.Cluster, metricSrc.Cluster = node, node
+	}
+	if snaps != nil {
+		metricSrc.Persistence = snaps
+	}
+	page := statuspage.New(pageSrc)
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", metrics.Handler(metrics.Sources{Server: srv, Engine: eng, Backend: backend, Version: version}))
+	mux.Handle("GET /metrics", metrics.Handler(metricSrc))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if cl, ok := backend.(server.Cluster); ok && cl.ClusterStatus().LeaderID == "" {
+		if node != nil && node.ClusterStatus().LeaderID == "" {
 			http.Error(w, "no leader known", http.StatusServiceUnavailable)
 			return
 		}

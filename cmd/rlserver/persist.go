@@ -15,6 +15,7 @@ import (
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/persist"
 	"github.com/rlserver/rlserver/server"
+	"github.com/rlserver/rlserver/status"
 )
 
 // Standalone snapshots: flags, loading at start, and the backend that
@@ -128,9 +129,9 @@ func (p *snapshots) Shutdown(ctx context.Context, save bool) error {
 	return p.saver.Shutdown(ctx, save)
 }
 
-func (p *snapshots) PersistenceStatus() server.PersistenceStatus {
+func (p *snapshots) PersistenceStatus() status.Persistence {
 	st := p.saver.Status()
-	return server.PersistenceStatus{
+	return status.Persistence{
 		File:           p.file,
 		Interval:       st.Interval,
 		Changes:        st.Changes,
