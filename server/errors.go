@@ -26,7 +26,6 @@ const (
 	errShutdown     = "ERR server is shutting down"
 	errProtected    = "DENIED rlserver is running in protected mode because it listens on a non-loopback address and no password is set. In this mode connections are only accepted from the loopback interface. To accept clients from other hosts: 1) set a password with --requirepass (recommended), or 2) turn protected mode off with --protected-mode=false, making sure the server is not reachable from untrusted networks."
 	errNoPermKey    = "NOPERM No permissions to access a key"
-	errNotTLS       = "ERR Protocol error: this port accepts TLS connections only"
 	errOOM          = "OOM command not allowed when used memory > 'maxmemory'."
 	errHelloNoAuth  = "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
 )
