@@ -15,10 +15,10 @@ import (
 	"github.com/tidwall/redcon"
 )
 
-// FuzzConnReader fuzzes rlserver's own RESP reader (conn.go), alone and
+// FuzzConnReader fuzzes rlserver's own RESP reader (reader.go), alone and
 // behind the guard, with every stream split into chunks in several ways:
 //
-//   - Unguarded, any byte stream: the reader never panics (conn.go promises
+//   - Unguarded, any byte stream: the reader never panics (reader.go promises
 //     bounds checks of its own), and the commands it returns, and the error
 //     that ends the stream, do not depend on how the stream was split. This
 //     runs with a roomy query buffer and with a tiny one, so growth and
