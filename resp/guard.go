@@ -567,7 +567,8 @@ func (v *guardValidator) feed(b []byte) (int, guardErr) {
 // case of a number in canonical form, at most lim, followed by "\r\n" at
 // b[i:]. It returns the number and the index after the line. Anything else,
 // valid or not, is left to the byte-at-a-time path (ok false), so both paths
-// always agree.
+// always agree. The Reader's parseChecked vouches for frames with it too,
+// so a header it accepts is one the guard accepts.
 func guardLine(b []byte, i int, lim uint64) (n uint64, next int, ok bool) {
 	j := i
 	for ; j < len(b); j++ {

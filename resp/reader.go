@@ -261,7 +261,7 @@ func (r *Reader) parseChecked(v *guardValidator) bool {
 	if len(b) < 4 || b[0] != '*' || b[1] == '0' {
 		return false
 	}
-	n, i, ok := checkedLine(b, 1, v.maxArgs)
+	n, i, ok := guardLine(b, 1, v.maxArgs)
 	if !ok {
 		return false
 	}
@@ -271,7 +271,7 @@ func (r *Reader) parseChecked(v *guardValidator) bool {
 			r.argv = r.argv[:first]
 			return false
 		}
-		size, next, ok := checkedLine(b, i+1, v.maxBulk)
+		size, next, ok := guardLine(b, i+1, v.maxBulk)
 		end := next + int(size) // size <= 2^40: no overflow
 		if !ok || end+2 > len(b) || b[end] != '\r' || b[end+1] != '\n' {
 			r.argv = r.argv[:first]
@@ -283,26 +283,6 @@ func (r *Reader) parseChecked(v *guardValidator) bool {
 	r.start += i
 	r.cmdEnds = append(r.cmdEnds, len(r.argv))
 	return true
-}
-
-// checkedLine reads a number in canonical form ("0", or no leading zero)
-// of up to 12 digits at b[from:], at most lim, and the "\r\n" after it;
-// it returns the number and the index after the line. (Limits are at most
-// 2^40, 13 digits: a longer number is left to the guard, as is anything
-// else.)
-func checkedLine(b []byte, from int, lim uint64) (n uint64, next int, ok bool) {
-	i := from
-	for ; i < len(b) && i-from < 12; i++ {
-		d := b[i] - '0'
-		if d > 9 {
-			break
-		}
-		n = n*10 + uint64(d)
-	}
-	if i == from || (b[from] == '0' && i > from+1) || n > lim || i+1 >= len(b) || b[i] != '\r' || b[i+1] != '\n' {
-		return 0, 0, false
-	}
-	return n, i + 2, true
 }
 
 // parseLine reads the decimal number in b[from:] up to CRLF and returns it
