@@ -45,7 +45,7 @@ test: test-deps
 	$(GO) test -count=1 -run 'Allocs' ./engine/
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./engine/ ./server/
+	$(GO) test -run '^$$' -bench . -benchmem ./engine/ ./resp/ ./server/
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

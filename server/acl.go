@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/rlserver/rlserver/resp"
 )
 
 // ACL users: a subset of Redis's ACL model. A user is on or off, has
@@ -149,26 +151,26 @@ func ParseACL(src []byte, requirePass string) (*ACL, error) {
 		if len(line) == 0 || line[0] == '#' {
 			continue
 		}
-		args, ok := splitInline(line, nil)
+		args, ok := resp.SplitArgs(line)
 		if !ok {
 			return nil, fmt.Errorf("line %d: unbalanced quotes", n)
 		}
-		if !strings.EqualFold(string(args.argv[0]), "user") {
-			return nil, fmt.Errorf("line %d: expected 'user <name> [rules...]', got %q", n, sanitize(args.argv[0], 64))
+		if !strings.EqualFold(string(args[0]), "user") {
+			return nil, fmt.Errorf("line %d: expected 'user <name> [rules...]', got %q", n, sanitize(args[0], 64))
 		}
-		if len(args.argv) < 2 {
+		if len(args) < 2 {
 			return nil, fmt.Errorf("line %d: a user needs a name", n)
 		}
-		name := string(args.argv[1])
+		name := string(args[1])
 		if !validUserName(name) {
-			return nil, fmt.Errorf("line %d: invalid user name %q: use printable characters, no spaces", n, sanitize(args.argv[1], 64))
+			return nil, fmt.Errorf("line %d: invalid user name %q: use printable characters, no spaces", n, sanitize(args[1], 64))
 		}
 		if first, dup := lineOf[name]; dup {
 			return nil, fmt.Errorf("line %d: user '%s' is already defined on line %d", n, name, first)
 		}
 		lineOf[name] = n
 		u := newACLUser(name)
-		for _, r := range args.argv[2:] {
+		for _, r := range args[2:] {
 			if err := u.apply(string(r)); err != nil {
 				return nil, fmt.Errorf("line %d: user '%s': %v", n, name, err)
 			}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/policy"
+	"github.com/rlserver/rlserver/resp"
 )
 
 // FuzzCommandArgs sends pipelines of commands with arbitrary arguments
@@ -83,7 +84,7 @@ var (
 func argsFuzzSetup() {
 	eng := engine.New(2) // lives as long as the fuzzing process
 	policies := policy.NewStore()
-	loose := GuardLimits{MaxBulkLen: 1 << 20, MaxArgs: 1024, MaxInlineLen: 64 << 10}
+	loose := resp.GuardLimits{MaxBulkLen: 1 << 20, MaxArgs: 1024, MaxInlineLen: 64 << 10}
 	settings := map[string]string{"maxclients": "10000", "max-key-len": "16384", "port": "6379", "save": ""}
 	acl, err := ParseACL([]byte("user default on >pw ~* &* +@all\nuser app on >apppw ~k* +@ratelimit -rl.reset +ping\nuser off off nopass +@all\n"), "")
 	if err != nil {
@@ -207,7 +208,7 @@ func (c *argsFuzzConn) SetWriteDeadline(time.Time) error { return nil }
 // the server wrote.
 func argsFuzzServe(s *Server, stream []byte) []byte {
 	fake := &argsFuzzConn{in: bytes.NewReader(stream)}
-	nc := &guardConn{Conn: fake, v: newGuardValidator(s.cfg.Guard)}
+	nc := resp.NewGuardConn(fake, s.cfg.Guard)
 	c := newConn(nc, 64<<20)
 	s.wg.Add(1)
 	s.serveConn(c)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/resp"
 )
 
 // client is one connection's state. Its fields are touched only by the
@@ -86,7 +87,7 @@ func (c *client) setProto(v int) {
 	c.mu.Lock()
 	c.resp = v
 	c.mu.Unlock()
-	c.rep.resp3 = v == 3
+	c.rep.conn.w.SetRESP3(v == 3)
 }
 
 // socketFD returns the descriptor under nc (through the guard and TLS),
@@ -94,7 +95,7 @@ func (c *client) setProto(v int) {
 func socketFD(nc net.Conn) int {
 	for {
 		switch x := nc.(type) {
-		case *guardConn:
+		case *resp.GuardConn:
 			nc = x.Conn
 			continue
 		case *tls.Conn:

@@ -206,7 +206,7 @@ func cmdHello(s *Server, c *client, args [][]byte) outcome {
 	r.conn.WriteBulkString("version")
 	r.conn.WriteBulkString(redisVersion)
 	r.conn.WriteBulkString("proto")
-	if r.resp3 {
+	if r.resp3() {
 		r.conn.WriteInt(3)
 	} else {
 		r.conn.WriteInt(2)

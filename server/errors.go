@@ -31,8 +31,6 @@ const (
 	// ErrCodeDenied starts protected mode's refusal of a connection.
 	ErrCodeDenied = "DENIED"
 
-	// ErrTextNotTLS is the reply to a plain connection on a TLS-only port.
-	ErrTextNotTLS = "ERR Protocol error: this port accepts TLS connections only"
 	// ErrTextNoPassSet is the reply to AUTH password when the default user
 	// has no password.
 	ErrTextNoPassSet = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
@@ -54,7 +52,6 @@ const (
 	errShutdown     = "ERR server is shutting down"
 	errProtected    = ErrCodeDenied + " rlserver is running in protected mode because it listens on a non-loopback address and no password is set. In this mode connections are only accepted from the loopback interface. To accept clients from other hosts: 1) set a password with --requirepass (recommended), or 2) turn protected mode off with --protected-mode=false, making sure the server is not reachable from untrusted networks."
 	errNoPermKey    = ErrCodeNoPerm + " No permissions to access a key"
-	errNotTLS       = ErrTextNotTLS
 	errOOM          = "OOM command not allowed when used memory > 'maxmemory'."
 	errHelloNoAuth  = ErrCodeNoAuth + " HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
 )

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/resp"
 )
 
 // The limiter commands. Each parses its arguments into typed engine
@@ -164,10 +165,10 @@ func renderDecisionMs(r *replier, res []engine.Result) (int64, int64) {
 		allowed = 1
 	}
 	b := append(r.scratch[:0], "*4\r\n"...)
-	b = appendIntReply(b, allowed)
-	b = appendIntReply(b, d.Remaining)
-	b = appendIntReply(b, ceilDiv(d.RetryAfter, msNanos))
-	b = appendIntReply(b, ceilDiv(d.ResetAfter, msNanos))
+	b = resp.AppendInt(b, allowed)
+	b = resp.AppendInt(b, d.Remaining)
+	b = resp.AppendInt(b, ceilDiv(d.RetryAfter, msNanos))
+	b = resp.AppendInt(b, ceilDiv(d.ResetAfter, msNanos))
 	r.conn.WriteRaw(b)
 	r.scratch = b
 	return allowed, 1 - allowed

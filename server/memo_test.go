@@ -1,10 +1,8 @@
 package server
 
 import (
-	"math"
 	"math/rand/v2"
 	"reflect"
-	"strconv"
 	"testing"
 
 	"github.com/rlserver/rlserver/engine"
@@ -61,31 +59,5 @@ func TestArgMemo(t *testing.T) {
 	reqs, _ := peek.batch(&memo, nil, args)
 	if len(reqs) != 1 || !reqs[0].ReadOnly || reqs[0].Op != engine.OpGCRA {
 		t.Fatalf("RL.PEEK after RL.ALLOW built %+v, want a read-only GCRA request", reqs)
-	}
-}
-
-// TestAppendIntReply checks the hand-written integer reply against
-// strconv at the edges of every digit count and of int64.
-func TestAppendIntReply(t *testing.T) {
-	vals := []int64{0, 1, -1, math.MaxInt64, math.MinInt64, math.MinInt64 + 1}
-	for p := int64(1); p <= 1e18; p *= 10 {
-		vals = append(vals, p-1, p, p+1, -p, -p+1, -p-1)
-	}
-	for _, v := range vals {
-		got := string(appendIntReply([]byte("x"), v))
-		want := "x:" + strconv.FormatInt(v, 10) + "\r\n"
-		if got != want {
-			t.Errorf("appendIntReply(%d) = %q, want %q", v, got, want)
-		}
-	}
-}
-
-func BenchmarkAppendIntReply(b *testing.B) {
-	buf := make([]byte, 0, 64)
-	for b.Loop() {
-		buf = appendIntReply(buf[:0], 1)
-		buf = appendIntReply(buf, 99)
-		buf = appendIntReply(buf, 0)
-		buf = appendIntReply(buf, 9_999_000)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/resp"
 )
 
 // Backend applies batches of limiter requests. Standalone, it reads the
@@ -38,11 +39,11 @@ type Config struct {
 	RequirePass string
 	// ACL holds the users (ParseACL); nil: DefaultACL(RequirePass).
 	ACL   *ACL
-	Guard GuardLimits // framing limits once authenticated (or with no password)
+	Guard resp.GuardLimits // framing limits once authenticated (or with no password)
 	// PreAuthGuard are the tighter framing limits before AUTH when the
 	// default user needs a password or is off (default: 10 arguments,
 	// 16 KiB bulks, 4 KiB inline).
-	PreAuthGuard GuardLimits
+	PreAuthGuard resp.GuardLimits
 	MaxClients   int // connections served at once (default 10000); the next is refused
 	MaxKeyLen    int // longest key accepted, bytes (default 16 KiB)
 	// PartialTimeout bounds how long a command may take to arrive once its
@@ -117,16 +118,16 @@ type Server struct {
 
 	// guardLimits are the framing limits of authenticated connections:
 	// cfg.Guard at start, then what CONFIG SET gives (config_cmd.go).
-	guardLimits atomic.Pointer[GuardLimits]
+	guardLimits atomic.Pointer[resp.GuardLimits]
 }
 
 // New makes a server that answers limiter commands from backend.
 func New(cfg Config, backend Backend) *Server {
-	if cfg.Guard == (GuardLimits{}) {
-		cfg.Guard = DefaultGuardLimits()
+	if cfg.Guard == (resp.GuardLimits{}) {
+		cfg.Guard = resp.DefaultGuardLimits()
 	}
-	if cfg.PreAuthGuard == (GuardLimits{}) {
-		cfg.PreAuthGuard = GuardLimits{MaxBulkLen: 16 << 10, MaxArgs: 10, MaxInlineLen: 4 << 10}
+	if cfg.PreAuthGuard == (resp.GuardLimits{}) {
+		cfg.PreAuthGuard = resp.GuardLimits{MaxBulkLen: 16 << 10, MaxArgs: 10, MaxInlineLen: 4 << 10}
 	}
 	if cfg.MaxClients <= 0 {
 		cfg.MaxClients = 10000
@@ -155,7 +156,7 @@ func New(cfg Config, backend Backend) *Server {
 	}
 	s.maxKeyLen.Store(int64(cfg.MaxKeyLen))
 	s.stopper, _ = backend.(WriteStopper)
-	g := cfg.Guard.normalized()
+	g := cfg.Guard.Normalized()
 	s.guardLimits.Store(&g)
 	return s
 }
@@ -173,7 +174,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.lns = append(s.lns, ln)
 	s.startSampler()
 	s.mu.Unlock()
-	gl := GuardListener(ln, s.cfg.Guard)
+	gl := resp.GuardListener(ln, s.cfg.Guard)
 	for {
 		nc, err := gl.Accept()
 		if err != nil {
@@ -195,14 +196,14 @@ func (s *Server) Serve(ln net.Listener) error {
 			refuseAsync(nc, errProtected)
 			continue
 		}
-		c := newConn(nc, int(s.cfg.Guard.normalized().MaxQueryBuffer))
+		c := newConn(nc, int(s.cfg.Guard.Normalized().MaxQueryBuffer))
 		c.partialTimeout = s.cfg.PartialTimeout
 		c.stopping = &s.stop
-		if g, ok := nc.(*guardConn); ok {
+		if c.g != nil {
 			if s.openAuth {
-				g.follow(&s.guardLimits)
+				c.g.Follow(&s.guardLimits)
 			} else {
-				g.restrict(s.cfg.PreAuthGuard)
+				c.g.Restrict(s.cfg.PreAuthGuard)
 			}
 		}
 		s.mu.Lock()
@@ -253,26 +254,26 @@ func (s *Server) serveConn(c *conn) {
 		s.mu.Unlock()
 	}()
 	for !c.closed {
-		cmds, err := c.readPipeline()
+		cmds, err := c.rd.ReadCommands()
 		if err != nil {
-			if errors.Is(err, errQueryBuffer) {
+			if errors.Is(err, resp.ErrQueryBuffer) {
 				s.warn("query-buffer", "client closed: query buffer limit exceeded", "client", c.addr)
-				c.WriteError("ERR Protocol error: query buffer limit exceeded")
-				c.wr.Flush()
+				c.WriteError(resp.TextQueryBuffer)
+				c.w.Flush()
 			}
 			return
 		}
-		s.Stats.NetInputBytes.Add(int64(c.netIn))
-		cl.pendingIn += int64(c.netIn)
-		c.netIn = 0
+		netIn := int64(c.rd.TakeBytesRead())
+		s.Stats.NetInputBytes.Add(netIn)
+		cl.pendingIn += netIn
 		if s.handle(cl, cmds) == cmdQuit {
 			c.Close()
 			return
 		}
-		err = c.wr.Flush()
-		s.Stats.NetOutputBytes.Add(int64(c.netOut))
-		cl.pendingOut += int64(c.netOut)
-		c.netOut = 0
+		err = c.w.Flush()
+		netOut := int64(c.w.TakeBytesWritten())
+		s.Stats.NetOutputBytes.Add(netOut)
+		cl.pendingOut += netOut
 		if err != nil || c.killed.Load() {
 			return
 		}
@@ -335,9 +336,9 @@ func (s *Server) handle(c *client, cmds [][][]byte) outcome {
 	last := cmdOK
 	n := 0
 	for _, args := range cmds {
-		if len(args) == 1 && len(args[0]) == len(unbalancedQuotes) && &args[0][0] == &unbalancedQuotes[0] {
+		if resp.UnbalancedQuotes(args) {
 			s.flushBatch(c)
-			c.rep.error("ERR Protocol error: unbalanced quotes in request")
+			c.rep.error(resp.TextUnbalancedQuotes)
 			last = cmdQuit
 			break
 		}
@@ -611,9 +612,9 @@ func (s *Server) setUser(c *client, u *aclUser) {
 	}
 	if g := c.rep.conn.g; g != nil {
 		if authed {
-			g.follow(&s.guardLimits)
+			g.Follow(&s.guardLimits)
 		} else {
-			g.restrict(s.cfg.PreAuthGuard)
+			g.Restrict(s.cfg.PreAuthGuard)
 		}
 	}
 }

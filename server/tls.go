@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"github.com/rlserver/rlserver/resp"
 )
 
 // TLS: a Server serves a TLS listener like a plain one (Serve on
@@ -17,7 +19,7 @@ import (
 
 // tlsConn returns the TLS connection under nc, or nil for a plain one.
 func tlsConn(nc net.Conn) *tls.Conn {
-	if g, ok := nc.(*guardConn); ok {
+	if g, ok := nc.(*resp.GuardConn); ok {
 		nc = g.Conn
 	}
 	tc, _ := nc.(*tls.Conn)
@@ -45,7 +47,7 @@ func (s *Server) handshake(c *conn) bool {
 	}
 	var rhe tls.RecordHeaderError
 	if errors.As(err, &rhe) && rhe.Conn != nil {
-		refusePlain(rhe.Conn, errNotTLS)
+		refusePlain(rhe.Conn, resp.TextNotTLS)
 	}
 	return false
 }

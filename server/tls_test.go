@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/resp"
 )
 
 // selfSigned is a throwaway certificate for 127.0.0.1 and the pool that
@@ -84,7 +85,7 @@ func TestServeTLSAndPlain(t *testing.T) {
 
 	raw, rr := dial(t, tlsLn.Addr().String())
 	io.WriteString(raw, encode("PING"))
-	if got := readReply(t, rr); got != "-"+errNotTLS {
+	if got := readReply(t, rr); got != "-"+resp.TextNotTLS {
 		t.Fatalf("plain text on the TLS port = %q", got)
 	}
 	if _, err := rr.ReadByte(); err == nil {

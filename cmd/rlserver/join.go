@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/cluster"
+	"github.com/rlserver/rlserver/resp"
 	"github.com/rlserver/rlserver/server"
 )
 
@@ -143,7 +144,7 @@ func join(ctx context.Context, t joinTarget, id, raftAddr string) error {
 		return err
 	}
 	switch {
-	case refusal == server.ErrTextNotTLS:
+	case refusal == resp.TextNotTLS:
 		return fmt.Errorf("%w: the member serves TLS only on %s and this node connected without TLS", errJoinTLS, t.Addr)
 	case server.ErrorCode(refusal) == server.ErrCodeDenied:
 		return fmt.Errorf("%w: %s", errJoinForbidden, refusal)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rlserver/rlserver/resp"
 	"github.com/rlserver/rlserver/server"
 )
 
@@ -90,7 +91,7 @@ func TestJoinRefusals(t *testing.T) {
 		text     string // the error's text, when not refused
 	}{
 		{name: "joined", replies: map[string]string{"PING": "+PONG"}, password: "pw"},
-		{name: "TLS-only member", replies: map[string]string{"PING": "-" + server.ErrTextNotTLS}, want: errJoinTLS},
+		{name: "TLS-only member", replies: map[string]string{"PING": "-" + resp.TextNotTLS}, want: errJoinTLS},
 		{name: "protected mode", replies: map[string]string{"PING": "-" + server.ErrCodeDenied + " rlserver is running in protected mode"}, want: errJoinForbidden},
 		{name: "wrong password", replies: map[string]string{"AUTH": "-" + server.ErrCodeWrongPass + " invalid username-password pair or user is disabled."}, password: "x", want: errJoinCredentials},
 		{name: "member without a password", replies: map[string]string{"AUTH": "-" + server.ErrTextNoPassSet}, password: "pw"},

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rlserver/rlserver/resp"
 	"github.com/rlserver/rlserver/server"
 )
 
@@ -84,7 +85,7 @@ func (o *limitOptions) check() error {
 // apply copies the limits into the edge's configuration and its CONFIG GET
 // settings.
 func (o limitOptions) apply(cfg *server.Config) {
-	cfg.Guard = server.GuardLimits{MaxBulkLen: o.maxBulkLen, MaxArgs: o.maxArgs, MaxInlineLen: o.maxInlineLen, MaxQueryBuffer: o.queryBufBytes}
+	cfg.Guard = resp.GuardLimits{MaxBulkLen: o.maxBulkLen, MaxArgs: o.maxArgs, MaxInlineLen: o.maxInlineLen, MaxQueryBuffer: o.queryBufBytes}
 	cfg.MaxClients = o.maxClients
 	cfg.MaxKeyLen = o.maxKeyLen
 	cfg.PartialTimeout = o.partialTimeout

@@ -1,4 +1,4 @@
-package server
+package resp
 
 import (
 	"bytes"
@@ -15,14 +15,14 @@ import (
 	"github.com/tidwall/redcon"
 )
 
-// FuzzConnReader fuzzes rlserver's own RESP reader (conn.go), alone and
+// FuzzConnReader fuzzes rlserver's own RESP reader (reader.go), alone and
 // behind the guard, with every stream split into chunks in several ways:
 //
-//   - Unguarded, any byte stream: the reader never panics (conn.go promises
+//   - Unguarded, any byte stream: the reader never panics (reader.go promises
 //     bounds checks of its own), and the commands it returns, and the error
 //     that ends the stream, do not depend on how the stream was split. This
 //     runs with a roomy query buffer and with a tiny one, so growth and
-//     errQueryBuffer are covered too.
+//     ErrQueryBuffer are covered too.
 //   - Guarded, as the server runs it, before AUTH (the guard validates
 //     every read) and after (lazy: the reader validates the plain frames
 //     and hands the guard the rest): the guard passes the bytes before the
@@ -174,7 +174,7 @@ func (c *connFuzzConn) RemoteAddr() net.Addr        { return &net.TCPAddr{IP: ne
 // command it parsed, rendered, and the error that ended the stream.
 func connFuzzRead(maxQuery int, chunks [][]byte) ([]string, error) {
 	fake := connFuzzSource(chunks)
-	return connFuzzDrain(newConn(fake, maxQuery))
+	return connFuzzDrain(NewReader(fake, maxQuery))
 }
 
 // connFuzzReadGuarded runs the reader over chunks behind a guard with
@@ -183,13 +183,13 @@ func connFuzzRead(maxQuery int, chunks [][]byte) ([]string, error) {
 // that ended the stream.
 func connFuzzReadGuarded(lim GuardLimits, lazy bool, chunks [][]byte) ([]string, string, error) {
 	fake := connFuzzSource(chunks)
-	g := &guardConn{Conn: fake, v: newGuardValidator(lim)}
+	g := &GuardConn{Conn: fake, v: newGuardValidator(lim)}
 	if lazy {
 		var live atomic.Pointer[GuardLimits]
 		live.Store(&lim)
-		g.follow(&live)
+		g.Follow(&live)
 	}
-	out, err := connFuzzDrain(newConn(g, 1<<20))
+	out, err := connFuzzDrain(NewReader(g, 1<<20))
 	return out, fake.wrote.String(), err
 }
 
@@ -208,10 +208,10 @@ func connFuzzSource(chunks [][]byte) *connFuzzConn {
 
 // connFuzzDrain reads pipelines until an error and returns the commands,
 // rendered, and the error.
-func connFuzzDrain(c *conn) ([]string, error) {
+func connFuzzDrain(c *Reader) ([]string, error) {
 	var out []string
 	for range 1 << 20 {
-		cmds, err := c.readPipeline()
+		cmds, err := c.ReadCommands()
 		if err != nil {
 			return out, err
 		}

@@ -1,4 +1,4 @@
-package server
+package resp
 
 import (
 	"bytes"
@@ -178,11 +178,11 @@ func TestGuardValidator(t *testing.T) {
 }
 
 func TestGuardLimitsNormalized(t *testing.T) {
-	if got, want := (GuardLimits{}).normalized(), DefaultGuardLimits(); got != want {
+	if got, want := (GuardLimits{}).Normalized(), DefaultGuardLimits(); got != want {
 		t.Errorf("zero limits: %+v, want %+v", got, want)
 	}
 	huge := GuardLimits{MaxBulkLen: 1 << 62, MaxArgs: 1 << 62, MaxInlineLen: 7, MaxQueryBuffer: 1 << 62}
-	if got, want := huge.normalized(), (GuardLimits{MaxBulkLen: 1 << 40, MaxArgs: 1 << 40, MaxInlineLen: 7, MaxQueryBuffer: 1 << 40}); got != want {
+	if got, want := huge.Normalized(), (GuardLimits{MaxBulkLen: 1 << 40, MaxArgs: 1 << 40, MaxInlineLen: 7, MaxQueryBuffer: 1 << 40}); got != want {
 		t.Errorf("huge limits: %+v, want %+v", got, want)
 	}
 	for _, in := range []string{"*1\r\n$1099511627777\r\n", "*1099511627777\r\n"} {
@@ -248,7 +248,7 @@ func TestGuardConnRead(t *testing.T) {
 	fake := &guardFakeConn{reads: []string{
 		"", "*1\r\n$1\r\na\r\n*1", "", "", "\r\n$1\r\nb\r\n*1\r\n$x", "\r\n",
 	}}
-	c := &guardConn{Conn: fake, v: newGuardValidator(guardTestLimits)}
+	c := &GuardConn{Conn: fake, v: newGuardValidator(guardTestLimits)}
 	p := make([]byte, 64)
 	want := []struct {
 		data string
@@ -271,7 +271,7 @@ func TestGuardConnRead(t *testing.T) {
 
 	// A violation in a frame begun in an earlier chunk is reported at once.
 	fake = &guardFakeConn{reads: []string{"*1\r\n", "$-1\r\n"}}
-	c = &guardConn{Conn: fake, v: newGuardValidator(guardTestLimits)}
+	c = &GuardConn{Conn: fake, v: newGuardValidator(guardTestLimits)}
 	if n, err := c.Read(p); n != 4 || err != nil {
 		t.Fatalf("first read: %d, %v", n, err)
 	}
@@ -488,7 +488,7 @@ func BenchmarkGuard(b *testing.B) {
 		}
 	})
 	b.Run("read", func(b *testing.B) {
-		var c net.Conn = &guardConn{Conn: &guardLoopConn{data: pipe}, v: newGuardValidator(DefaultGuardLimits())}
+		var c net.Conn = &GuardConn{Conn: &guardLoopConn{data: pipe}, v: newGuardValidator(DefaultGuardLimits())}
 		p := make([]byte, 4096)
 		b.SetBytes(int64(len(pipe)))
 		b.ReportAllocs()
@@ -523,8 +523,8 @@ func FuzzGuardPreAuth(f *testing.F) {
 				reads[i] = string(c)
 			}
 			fc := &guardStreamConn{guardFakeConn{reads: reads}}
-			g := &guardConn{Conn: fc, v: newGuardValidator(lim)}
-			g.restrict(lim)
+			g := &GuardConn{Conn: fc, v: newGuardValidator(lim)}
+			g.Restrict(lim)
 			var got []byte
 			for range 4*len(in) + 8 {
 				p := make([]byte, 1+r.IntN(len(in)+4))

@@ -1,7 +1,6 @@
-package server
+package resp
 
 import (
-	"bytes"
 	"io"
 	"strings"
 	"testing"
@@ -16,9 +15,9 @@ func TestGuardDefaultsManyArgs(t *testing.T) {
 	for range n {
 		b.WriteString("$3\r\nkey\r\n")
 	}
-	nc := &guardConn{Conn: &argsFuzzConn{in: bytes.NewReader([]byte(b.String()))}, v: newGuardValidator(GuardLimits{})}
-	c := newConn(nc, int(DefaultGuardLimits().MaxQueryBuffer))
-	cmds, err := c.readPipeline()
+	nc := &GuardConn{Conn: &fakeNetConn{chunks: []string{b.String()}}, v: newGuardValidator(GuardLimits{})}
+	c := NewReader(nc, int(DefaultGuardLimits().MaxQueryBuffer))
+	cmds, err := c.ReadCommands()
 	if err != nil || len(cmds) != 1 || len(cmds[0]) != n+1 {
 		t.Fatalf("got %d commands (first with %d args), %v; want 1 with %d", len(cmds), len(cmds[0]), err, n+1)
 	}
@@ -28,9 +27,9 @@ func TestGuardDefaultsManyArgs(t *testing.T) {
 // arguments and sends one reserves nothing for the others: the buffer
 // and the argument slice follow the bytes that arrived.
 func TestGuardClaimedCountCostsNothing(t *testing.T) {
-	nc := &guardConn{Conn: &argsFuzzConn{in: bytes.NewReader([]byte("*1000000\r\n$3\r\nDEL\r\n$1\r\nk\r\n"))}, v: newGuardValidator(GuardLimits{})}
-	c := newConn(nc, int(DefaultGuardLimits().MaxQueryBuffer))
-	cmds, err := c.readPipeline()
+	nc := &GuardConn{Conn: &fakeNetConn{chunks: []string{"*1000000\r\n$3\r\nDEL\r\n$1\r\nk\r\n"}}, v: newGuardValidator(GuardLimits{})}
+	c := NewReader(nc, int(DefaultGuardLimits().MaxQueryBuffer))
+	cmds, err := c.ReadCommands()
 	if err != io.EOF || len(cmds) != 0 {
 		t.Fatalf("got %d commands, %v; want none and io.EOF", len(cmds), err)
 	}

@@ -1,4 +1,4 @@
-package server
+package resp
 
 import (
 	"bytes"
@@ -7,31 +7,32 @@ import (
 	"sync/atomic"
 )
 
-// The guard sits between the socket and redcon's parser, which has no input
-// limits: `*1\r\n$9223372036854775807\r\n` overflows its index arithmetic and
-// panics the process, a huge `*` count spins a core, a huge `$` length or an
-// endless inline line grows its buffer without bound. guardConn.Read runs an
-// incremental framing validator over every chunk it hands to redcon and stops
-// the stream before the first frame that breaks a limit.
+// The guard sits between the socket and the reader above it (Reader, or
+// any other such as redcon's in tests) and enforces framing limits:
+// without them `*1\r\n$9223372036854775807\r\n` overflows a reader's index
+// arithmetic, a huge `*` count spins a core, a huge `$` length or an
+// endless inline line grows its buffer without bound. GuardConn.Read runs an
+// incremental framing validator over every chunk it hands to the reader and
+// stops the stream before the first frame that breaks a limit.
 //
-// Ordering of replies: redcon calls Read only when its buffer holds no
+// Ordering of replies: a reader calls Read only when its buffer holds no
 // complete command, after it has executed and flushed the commands it had.
 // So when a chunk contains a violation, Read returns just the bytes before
 // the offending frame (complete frames, or nothing new if that frame began in
-// an earlier chunk); redcon answers them, reads again, and only then does the
-// guard write the error line and report io.EOF, on which redcon closes the
-// connection.
+// an earlier chunk); the reader answers them, reads again, and only then does
+// the guard write the error line and report io.EOF, on which the connection
+// is closed.
 
 // GuardLimits are the framing limits enforced on every client byte stream.
 // A zero or negative field takes its default. MaxBulkLen, MaxArgs and
 // MaxQueryBuffer above 2^40 are lowered to 2^40, so no accepted length can
-// overflow redcon's index arithmetic.
+// overflow a reader's index arithmetic.
 //
 // The guard holds no buffer and checks a count against MaxArgs alone: a
 // client that announces `*1000000` and sends nothing more costs nothing
 // beyond its connection. What one command may occupy while it arrives is
 // bounded by MaxQueryBuffer, Redis's client-query-buffer-limit: the
-// connection's buffer grows only as bytes arrive (conn.go), and a command
+// connection's buffer grows only as bytes arrive (Reader), and a command
 // that does not fit closes the connection with a protocol error. The
 // parsed arguments (a 24-byte slice header each, and at least 6 bytes of
 // the buffer each, `$0\r\n\r\n`) follow the bytes that arrived, never
@@ -51,7 +52,9 @@ func DefaultGuardLimits() GuardLimits {
 	return GuardLimits{MaxBulkLen: 1 << 20, MaxArgs: 1 << 20, MaxInlineLen: 64 << 10, MaxQueryBuffer: 1 << 30}
 }
 
-func (l GuardLimits) normalized() GuardLimits {
+// Normalized returns l with zero or negative fields set to their
+// defaults and the 2^40 cap applied.
+func (l GuardLimits) Normalized() GuardLimits {
 	d := DefaultGuardLimits()
 	if l.MaxBulkLen <= 0 {
 		l.MaxBulkLen = d.MaxBulkLen
@@ -75,7 +78,7 @@ func (l GuardLimits) normalized() GuardLimits {
 // The accepted connections keep Write, Close, addresses and deadlines of the
 // real ones, but are not *net.TCPConn.
 func GuardListener(ln net.Listener, lim GuardLimits) net.Listener {
-	return &guardListener{Listener: ln, lim: lim.normalized()}
+	return &guardListener{Listener: ln, lim: lim.Normalized()}
 }
 
 type guardListener struct {
@@ -88,12 +91,19 @@ func (l *guardListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &guardConn{Conn: c, v: newGuardValidator(l.lim)}, nil
+	return NewGuardConn(c, l.lim), nil
 }
 
-// guardConn is an accepted connection whose Read passes on only bytes that
-// frame validly. Its fields belong to the one goroutine that reads.
-type guardConn struct {
+// NewGuardConn wraps nc so that its Read is validated against lim, as
+// GuardListener's connections are.
+func NewGuardConn(nc net.Conn, lim GuardLimits) *GuardConn {
+	return &GuardConn{Conn: nc, v: newGuardValidator(lim)}
+}
+
+// GuardConn is a connection whose Read passes on only bytes that frame
+// validly; Conn is the connection under it. Its fields belong to the one
+// goroutine that reads.
+type GuardConn struct {
 	net.Conn
 	v        guardValidator
 	bad      guardErr // the violation found, to report on the next Read
@@ -114,7 +124,7 @@ type guardConn struct {
 	pending []byte
 	pendErr error
 
-	// lazy is set by the connection reader (conn.go) that validates what
+	// lazy is set by the Reader (reader.go), which validates what
 	// it parses. Then, once the limits follow the live ones, Read checks
 	// only the rest of a frame an earlier read began and passes the bytes
 	// after it on unchecked (raw reports that the last Read did, from
@@ -130,7 +140,7 @@ type guardConn struct {
 // violation it returns the bytes that precede the offending frame; the next
 // call writes `-ERR <text>\r\n` to the connection and returns io.EOF, as do
 // all later calls.
-func (c *guardConn) Read(p []byte) (int, error) {
+func (c *GuardConn) Read(p []byte) (int, error) {
 	if c.bad != guardOK {
 		return 0, c.fail()
 	}
@@ -203,7 +213,7 @@ func (c *guardConn) Read(p []byte) (int, error) {
 }
 
 // followLimits applies the live limits if they changed.
-func (c *guardConn) followLimits() {
+func (c *GuardConn) followLimits() {
 	if c.live != nil {
 		if l := c.live.Load(); l != c.cur {
 			c.cur = l
@@ -214,7 +224,7 @@ func (c *guardConn) followLimits() {
 
 // limits are the limits in force (lazy mode reads them for every frame
 // it checks itself).
-func (c *guardConn) limits() *guardValidator {
+func (c *GuardConn) limits() *guardValidator {
 	c.followLimits()
 	return &c.v
 }
@@ -225,7 +235,7 @@ func (c *guardConn) limits() *guardValidator {
 // frame is not complete yet (the next Read checks the rest), or 0 when
 // the frame is bad: the next Read then writes the error line and reports
 // io.EOF.
-func (c *guardConn) check(b []byte) int {
+func (c *GuardConn) check(b []byte) int {
 	if c.bad != guardOK {
 		return 0
 	}
@@ -239,19 +249,19 @@ func (c *guardConn) check(b []byte) int {
 	return ok
 }
 
-// restrict applies lim (normalized) from the next byte on: tighter limits
+// Restrict applies lim (normalized) from the next byte on: tighter limits
 // before authentication, the configured ones after. It must be called by
 // the goroutine that reads.
-func (c *guardConn) restrict(lim GuardLimits) {
+func (c *GuardConn) Restrict(lim GuardLimits) {
 	c.live, c.cur = nil, nil
 	c.v.setLimits(lim)
 	c.v.preAuth = true
 }
 
-// follow makes the limits in live apply from the next Read on, and every
+// Follow makes the limits in live apply from the next Read on, and every
 // later change to them (CONFIG SET proto-max-bulk-len, for example). It
 // must be called by the goroutine that reads.
-func (c *guardConn) follow(live *atomic.Pointer[GuardLimits]) {
+func (c *GuardConn) Follow(live *atomic.Pointer[GuardLimits]) {
 	c.live, c.cur = live, nil
 	c.v.preAuth = false
 }
@@ -259,7 +269,7 @@ func (c *guardConn) follow(live *atomic.Pointer[GuardLimits]) {
 // setLimits applies lim (normalized) to the frames whose headers come
 // next; a frame under way keeps the length it announced.
 func (v *guardValidator) setLimits(lim GuardLimits) {
-	lim = lim.normalized()
+	lim = lim.Normalized()
 	v.maxArgs = uint64(lim.MaxArgs)
 	v.maxBulk = uint64(lim.MaxBulkLen)
 	v.maxInline = lim.MaxInlineLen
@@ -267,7 +277,7 @@ func (v *guardValidator) setLimits(lim GuardLimits) {
 
 // fail writes the error line once and reports the end of the stream. A write
 // error is ignored: the connection is being closed either way.
-func (c *guardConn) fail() error {
+func (c *GuardConn) fail() error {
 	if !c.reported {
 		c.reported = true
 		_, _ = c.Conn.Write(guardErrLine(c.bad, c.v.got))
@@ -287,18 +297,6 @@ const (
 	guardUnauthMultibulkLen
 	guardUnauthBulkLen
 )
-
-// Redis's texts for the violations. They are written by the guard itself,
-// below redcon, so they live here rather than in errors.go.
-var guardErrText = [...]string{
-	guardMultibulkLen: "Protocol error: invalid multibulk length",
-	guardBulkLen:      "Protocol error: invalid bulk length",
-	guardInline:       "Protocol error: too big inline request",
-	guardDollar:       "Protocol error: expected '$', got '",
-
-	guardUnauthMultibulkLen: "Protocol error: unauthenticated multibulk length",
-	guardUnauthBulkLen:      "Protocol error: unauthenticated bulk length",
-}
 
 // guardErrLine is the reply line for e. For guardDollar it names got, with
 // '\r' and '\n' shown as spaces (as Redis does) so the line stays one line.
@@ -337,7 +335,7 @@ const (
 // ending at '\n'. Header numbers follow Redis's string2ll: "0" or an optional
 // '-' then a digit 1-9 then digits, within int64. So no valid header line is
 // longer than 20 bytes before its "\r\n", and "+1", "01" and "-0" are invalid.
-// N <= 0 is a frame with no elements; it passes and redcon answers it.
+// N <= 0 is a frame with no elements; it passes and the reader skips it.
 // A bulk whose L bytes are not followed by "\r\n" is an invalid bulk length,
 // as in redcon.
 //
@@ -360,7 +358,7 @@ type guardValidator struct {
 	got    byte   // the byte found instead of '$', for guardDollar
 
 	// oneFrame: feed stops at the end of the first frame it completes
-	// (lazy mode, guardConn.check and Read).
+	// (lazy mode, GuardConn.check and Read).
 	oneFrame bool
 
 	// preAuth: the limits are those before AUTH. feed then stops at the
@@ -370,7 +368,7 @@ type guardValidator struct {
 }
 
 func newGuardValidator(lim GuardLimits) guardValidator {
-	lim = lim.normalized()
+	lim = lim.Normalized()
 	return guardValidator{
 		maxArgs:   uint64(lim.MaxArgs),
 		maxBulk:   uint64(lim.MaxBulkLen),
@@ -569,7 +567,8 @@ func (v *guardValidator) feed(b []byte) (int, guardErr) {
 // case of a number in canonical form, at most lim, followed by "\r\n" at
 // b[i:]. It returns the number and the index after the line. Anything else,
 // valid or not, is left to the byte-at-a-time path (ok false), so both paths
-// always agree.
+// always agree. The Reader's parseChecked vouches for frames with it too,
+// so a header it accepts is one the guard accepts.
 func guardLine(b []byte, i int, lim uint64) (n uint64, next int, ok bool) {
 	j := i
 	for ; j < len(b); j++ {
