@@ -101,7 +101,7 @@ func backendErrorText(err error) (string, bool) {
 // noPerm is Redis's text for a command the user may not run; a
 // subcommand is named container|sub.
 func noPerm(u *aclUser, c *command) string {
-	return "NOPERM User " + u.name + " has no permissions to run the '" + c.name + "' command"
+	return "NOPERM User " + u.Name() + " has no permissions to run the '" + c.name + "' command"
 }
 
 func unknownCategory(cat []byte) string {

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rlserver/rlserver/acl"
 	"github.com/rlserver/rlserver/engine"
 )
 
@@ -36,8 +37,8 @@ type Backend interface {
 type Config struct {
 	// RequirePass is the default user's password when ACL is nil.
 	RequirePass string
-	// ACL holds the users (ParseACL); nil: DefaultACL(RequirePass).
-	ACL   *ACL
+	// ACL holds the users (ParseACL); nil: acl.Default(RequirePass).
+	ACL   *acl.ACL
 	Guard GuardLimits // framing limits once authenticated (or with no password)
 	// PreAuthGuard are the tighter framing limits before AUTH when the
 	// default user needs a password or is off (default: 10 arguments,
@@ -86,7 +87,7 @@ type Server struct {
 	cfg      Config
 	backend  Backend
 	stopper  WriteStopper // the backend, when it may refuse writes (persist_cmd.go)
-	acl      *ACL
+	acl      *users
 	openAuth bool // connections start as the default user (on, nopass)
 	started  time.Time
 	Stats    Stats
@@ -141,13 +142,13 @@ func New(cfg Config, backend Backend) *Server {
 		cfg.PartialTimeout = 0
 	}
 	if cfg.ACL == nil {
-		cfg.ACL = DefaultACL(cfg.RequirePass)
+		cfg.ACL = acl.Default(cfg.RequirePass)
 	}
 	s := &Server{
 		cfg:      cfg,
 		backend:  backend,
-		acl:      cfg.ACL,
-		openAuth: cfg.ACL.open(),
+		acl:      compileACL(cfg.ACL),
+		openAuth: cfg.ACL.Open(),
 		started:  time.Now(),
 		cmdStats: make([]cmdStats, len(byID)),
 		clients:  make(map[int64]*client),
@@ -600,7 +601,7 @@ func (s *Server) setUser(c *client, u *aclUser) {
 	c.user = u
 	name := "default"
 	if u != nil {
-		name = u.name
+		name = u.Name()
 	}
 	c.mu.Lock()
 	c.userName = name

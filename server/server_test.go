@@ -228,22 +228,6 @@ func TestCommandTableIsConsistent(t *testing.T) {
 	}
 }
 
-func TestGlobMatch(t *testing.T) {
-	cases := []struct {
-		pat, s string
-		want   bool
-	}{
-		{"*", "maxclients", true}, {"max*", "maxclients", true}, {"max*", "port", false},
-		{"p?rt", "port", true}, {"[pb]ort", "port", true}, {"[^p]ort", "port", false},
-		{"[a-q]ort", "port", true}, {"save", "save", true}, {"sav", "save", false},
-	}
-	for _, c := range cases {
-		if got := globMatch(c.pat, c.s); got != c.want {
-			t.Errorf("globMatch(%q, %q) = %v, want %v", c.pat, c.s, got, c.want)
-		}
-	}
-}
-
 func TestMaxClientsRefusesTheNextConnection(t *testing.T) {
 	addr, srv := startServer(t, Config{MaxClients: 2})
 	for range 2 {
