@@ -142,7 +142,7 @@ func collectRaftSnapshots(ch chan<- prometheus.Metric, backend server.Backend) {
 	}
 }
 
-// maxmemory (server/maxmemory.go).
+// maxmemory (package memlimit).
 var (
 	dUsedMemory = desc("used_memory_bytes", "Used memory as maxmemory counts it: the Go heap's live bytes at the last collection plus what the engine charges for its stored keys (32 bytes of slot per key plus the key's bytes), as INFO's used_memory.")
 	dMaxMemory  = desc("maxmemory_bytes", "The memory limit (maxmemory); 0: none.")

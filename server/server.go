@@ -20,10 +20,12 @@ import (
 
 	"github.com/rlserver/rlserver/acl"
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/memlimit"
 )
 
-// Backend applies batches of limiter requests. Standalone, it reads the
-// clock and calls the engine; clustered, it replicates the batch first.
+// Backend applies batches of limiter requests and answers for the keys'
+// memory. standalone.Backend reads the clock and calls the engine;
+// cluster.Node replicates the batch first.
 type Backend interface {
 	// Do applies reqs and fills res (same length), in order per key.
 	Do(ctx context.Context, reqs []engine.Request, res []engine.Result) error
@@ -31,6 +33,15 @@ type Backend interface {
 	Len(ctx context.Context) (int, error)
 	// Flush removes every key (FLUSHALL).
 	Flush(ctx context.Context) error
+	// The memory controller's needs (maxmemory; INFO's keyspace reads
+	// Usage's stored-key count).
+	memlimit.Backend
+	// ExpiredKeys counts the keys the background sweep dropped (INFO
+	// expired_keys).
+	ExpiredKeys() int64
+	// EvictedKeys counts the keys evicted for maxmemory (INFO
+	// evicted_keys).
+	EvictedKeys() int64
 }
 
 // Config is the edge's configuration.
@@ -77,7 +88,7 @@ type Stats struct {
 	ACLDeniedCmd        atomic.Int64 // commands refused: the user may not run them
 	ACLDeniedKey        atomic.Int64 // commands refused: a key outside the user's patterns
 	RejectedConnections atomic.Int64
-	ExpiredKeys         atomic.Int64 // dropped by the background sweep (SweepCounting)
+	ExpiredKeys         atomic.Int64 // INFO's copy only: the backend's ExpiredKeys since RESETSTAT
 	NetInputBytes       atomic.Int64 // bytes read from clients (after TLS)
 	NetOutputBytes      atomic.Int64 // bytes of replies written to clients
 }
@@ -100,7 +111,8 @@ type Server struct {
 	top          topKeys
 	ops          opsSampler
 	maxKeyLen    atomic.Int64 // Config.MaxKeyLen, changed by CONFIG SET
-	mem          memLimit     // maxmemory and its monitor (maxmemory.go)
+
+	mem *memlimit.Controller // maxmemory (memory.go)
 
 	settingsMu sync.RWMutex // guards cfg.Settings: CONFIG SET writes it
 	warnMu     sync.Mutex
@@ -153,6 +165,7 @@ func New(cfg Config, backend Backend) *Server {
 		cmdStats: make([]cmdStats, len(byID)),
 		clients:  make(map[int64]*client),
 		conns:    make(map[*conn]struct{}),
+		mem:      memlimit.New(backend),
 	}
 	s.maxKeyLen.Store(int64(cfg.MaxKeyLen))
 	s.stopper, _ = backend.(WriteStopper)

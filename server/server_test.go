@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/standalone"
 )
 
 // startServer serves a fresh engine on a loopback port and returns its address.
@@ -24,7 +25,7 @@ func startServer(t testing.TB, cfg Config) (string, *Server) {
 		t.Fatal(err)
 	}
 	cfg.Version = "test"
-	srv := New(cfg, Standalone{Engine: eng})
+	srv := New(cfg, standalone.New(eng, nil))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() {
@@ -187,7 +188,7 @@ func TestShutdownAnswersReceivedCommandsThenCloses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(Config{Version: "test"}, Standalone{Engine: eng})
+	srv := New(Config{Version: "test"}, standalone.New(eng, nil))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	c, r := dial(t, ln.Addr().String())
