@@ -12,7 +12,7 @@ import (
 )
 
 // maxmemory in a cluster. The engine never measures memory, and replicas'
-// memory differs, so only the leader's monitor (server.Server.MonitorMemory)
+// memory differs, so only the leader's controller (memlimit.Controller)
 // decides, and its decisions travel in the log:
 //
 //   - No-create mode (noeviction above the limit): the leader wraps every

@@ -581,7 +581,7 @@ func (n *Node) changeMembership(ctx context.Context, id, addr string, localOnly 
 }
 
 // Sweep drops expired keys in the background until ctx ends, like
-// server.Sweep but at the time of the last applied entry instead of the
+// standalone.Backend.Sweep but at the time of the last applied entry instead of the
 // wall clock, so that sweeping never moves a shard's clock past what the
 // log says: dropping stays invisible and replicas stay identical.
 func (n *Node) Sweep(ctx context.Context, interval time.Duration, budget int) {

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/internal/offheap"
+	"github.com/rlserver/rlserver/memlimit"
 	"github.com/rlserver/rlserver/policy"
 	"github.com/rlserver/rlserver/status"
 )
@@ -65,7 +66,7 @@ type Memory interface {
 	// the engine's part could not be read.
 	UsedMemory(ctx context.Context) (used int64, u engine.Usage, ok bool)
 	// MaxMemory is the limit (0: none) and the eviction policy's name.
-	MaxMemory() (int64, string)
+	MaxMemory() (int64, memlimit.EvictionPolicy)
 	EvictedKeys() int64
 	// RefusingNewKeys reports whether key creation is refused now.
 	RefusingNewKeys() bool
@@ -190,7 +191,7 @@ func collectRaftSnapshots(ch chan<- prometheus.Metric, cl Cluster) {
 	}
 }
 
-// maxmemory (server/maxmemory.go).
+// maxmemory (package memlimit).
 var (
 	dUsedMemory = desc("used_memory_bytes", "Used memory as maxmemory counts it: the Go heap's live bytes at the last collection plus what the engine charges for its stored keys (32 bytes of slot per key plus the key's bytes), as INFO's used_memory.")
 	dMaxMemory  = desc("maxmemory_bytes", "The memory limit (maxmemory); 0: none.")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/memlimit"
 	"github.com/rlserver/rlserver/policy"
 	"github.com/rlserver/rlserver/status"
 )
@@ -63,9 +64,9 @@ type fakeMemory struct{}
 func (fakeMemory) UsedMemory(context.Context) (int64, engine.Usage, bool) {
 	return 1000, engine.Usage{}, true
 }
-func (fakeMemory) MaxMemory() (int64, string) { return 2000, "noeviction" }
-func (fakeMemory) EvictedKeys() int64         { return 7 }
-func (fakeMemory) RefusingNewKeys() bool      { return true }
+func (fakeMemory) MaxMemory() (int64, memlimit.EvictionPolicy) { return 2000, memlimit.NoEviction }
+func (fakeMemory) EvictedKeys() int64                          { return 7 }
+func (fakeMemory) RefusingNewKeys() bool                       { return true }
 
 type fakeKeys struct{}
 

@@ -6,12 +6,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"slices"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/rlserver/rlserver/acl"
 )
 
 func sha(s string) string {
@@ -19,96 +19,19 @@ func sha(s string) string {
 	return hex.EncodeToString(h[:])
 }
 
-func aclList(a *ACL) []string {
+func aclList(a *acl.ACL) []string {
 	var out []string
-	for _, n := range a.names {
-		out = append(out, a.users[n].describe())
+	for _, n := range a.Names() {
+		out = append(out, a.User(n).Describe())
 	}
 	return out
-}
-
-func TestParseACL(t *testing.T) {
-	for _, tc := range []struct {
-		name, file, requirePass string
-		want                    []string
-	}{
-		{name: "empty file: Redis's default user", file: "",
-			want: []string{"user default on nopass ~* &* +@all"}},
-		{name: "requirepass sets the default user's password", file: "# no users\n", requirePass: "pw",
-			want: []string{"user default on #" + sha("pw") + " ~* &* +@all"}},
-		{name: "a new user starts off, with nothing", file: "user bob",
-			want: []string{"user bob off resetchannels -@all", "user default on nopass ~* &* +@all"}},
-		{name: "application user", file: "user app on >s3cret ~* +@ratelimit +@connection -@dangerous\n",
-			want: []string{"user app on #" + sha("s3cret") + " ~* resetchannels -@all +@ratelimit +@connection -@dangerous",
-				"user default on nopass ~* &* +@all"}},
-		{name: "later rules win and replace earlier ones on the same target",
-			file: "user ops on nopass allkeys allchannels +@all -flushall -config|get +flushall",
-			want: []string{"user default on nopass ~* &* +@all", "user ops on nopass ~* &* +@all -config|get +flushall"}},
-		{name: "nocommands resets the rules", file: "user x on nopass +@all -ping nocommands +ping",
-			want: []string{"user default on nopass ~* &* +@all", "user x on nopass resetchannels -@all +ping"}},
-		{name: "passwords, hashes, removal, quoting", file: "user x on >a >b \">c d\" #" + sha("e") + " <a !" + sha("e") + " >b",
-			want: []string{"user default on nopass ~* &* +@all", "user x on #" + sha("b") + " #" + sha("c d") + " resetchannels -@all"}},
-		{name: "nopass clears passwords, a password clears nopass", file: "user x on >a nopass\nuser y on nopass >b",
-			want: []string{"user default on nopass ~* &* +@all", "user x on nopass resetchannels -@all",
-				"user y on #" + sha("b") + " resetchannels -@all"}},
-		{name: "key patterns", file: "user t on nopass ~tenant1:* %R~shared:* %W~audit:* %RW~x resetchannels &news",
-			want: []string{"user default on nopass ~* &* +@all", "user t on nopass ~tenant1:* %R~shared:* %W~audit:* ~x resetchannels &news -@all"}},
-		{name: "the file defines the default user", file: "user default on >pw +@all ~*\n  \n\tUSER other OFF",
-			want: []string{"user default on #" + sha("pw") + " ~* resetchannels +@all", "user other off resetchannels -@all"}},
-		{name: "reset and case-insensitive keywords", file: "user x ON NOPASS +@ALL ~* reset >p +PING",
-			want: []string{"user default on nopass ~* &* +@all", "user x off #" + sha("p") + " resetchannels -@all +ping"}},
-		{name: "Redis's extra keywords", file: "user x on nopass sanitize-payload skip-sanitize-payload clearselectors allcommands",
-			want: []string{"user default on nopass ~* &* +@all", "user x on nopass resetchannels +@all"}},
-		{name: "patterns with spaces and quotes are quoted", file: "user q on \"~a b\" '%R~x\"y' \"&\\x00\"",
-			want: []string{"user default on nopass ~* &* +@all", "user q on \"~a b\" \"%R~x\\\"y\" resetchannels \"&\\x00\" -@all"}},
-		{name: "CRLF lines and comments", file: "# users\r\nuser a on nopass\r\n#user b\r\n",
-			want: []string{"user a on nopass resetchannels -@all", "user default on nopass ~* &* +@all"}},
-	} {
-		a, err := ParseACL([]byte(tc.file), tc.requirePass)
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		if got := aclList(a); !slices.Equal(got, tc.want) {
-			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
-		}
-	}
-}
-
-func TestParseACLErrors(t *testing.T) {
-	for _, tc := range []struct{ file, requirePass, want string }{
-		{"user app on\nuser app off", "", "line 2: user 'app' is already defined on line 1"},
-		{"\n\nuser app on -flushal", "", "line 3: user 'app': '-flushal': unknown command 'flushal'"},
-		{"user app +config|nope", "", "line 1: user 'app': '+config|nope': unknown command 'config|nope'"},
-		{"user app +@ratelimits", "", "line 1: user 'app': '+@ratelimits': unknown category '@ratelimits' (see ACL CAT)"},
-		{"user app on bogus", "", "line 1: user 'app': unknown rule 'bogus'"},
-		{"user app on \">open", "", "line 1: unbalanced quotes"},
-		{"users app on", "", "line 1: expected 'user <name> [rules...]', got \"users\""},
-		{"user", "", "line 1: a user needs a name"},
-		{"user a\x01b on", "", "line 1: invalid user name \"a b\": use printable characters, no spaces"},
-		{"user app #abc", "", "line 1: user 'app': '#...': a password hash is 64 hexadecimal digits (SHA-256)"},
-		{"user app >a <b", "", "line 1: user 'app': '<...': the password to remove is not one of the user's"},
-		{"user app ~* ~foo", "", "line 1: user 'app': '~foo': a key pattern after '~*' (or allkeys) has no effect; use resetkeys first"},
-		{"user app %X~foo", "", "line 1: user 'app': '%X~foo': key permissions are R, W or RW"},
-		{"user app %foo", "", "line 1: user 'app': '%foo': expected %R~, %W~ or %RW~ before the key pattern"},
-		{"user app (+ping ~*)", "", "line 1: user 'app': '(+ping': selectors are not supported"},
-		{"user app (+ping)", "", "line 1: user 'app': '(+ping)': selectors are not supported"},
-		{"user app on \"\"", "", "line 1: user 'app': empty rule"},
-		{"user \"\" on", "", "line 1: invalid user name \"\": use printable characters, no spaces"},
-		{"user x on\n# c\nuser default on nopass", "pw", "line 3: the file defines the default user, whose password requirepass would also set: give it its password in the file (user default on >password ...)"},
-	} {
-		_, err := ParseACL([]byte(tc.file), tc.requirePass)
-		if err == nil || err.Error() != tc.want {
-			t.Errorf("ParseACL(%q) = %v\nwant %s", tc.file, err, tc.want)
-		}
-	}
 }
 
 func TestACLCategoriesAreKnown(t *testing.T) {
 	for _, c := range byID {
 		for _, cat := range c.acl {
-			if !strings.HasPrefix(cat, "@") || !slices.Contains(aclCategories, cat[1:]) {
-				t.Errorf("%s: category %q is not in aclCategories", c.name, cat)
+			if !strings.HasPrefix(cat, "@") || !acl.IsCategory(cat[1:]) {
+				t.Errorf("%s: category %q is not an acl category", c.name, cat)
 			}
 		}
 		if byID[c.id] != c {
@@ -146,11 +69,11 @@ user default on >default-pw +@all ~*
 
 func startACLServer(t testing.TB) (string, *Server) {
 	t.Helper()
-	acl, err := ParseACL([]byte(appACL), "")
+	a, err := ParseACL([]byte(appACL), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startServer(t, Config{ACL: acl, Settings: map[string]string{"port": "1"}})
+	return startServer(t, Config{ACL: a, Settings: map[string]string{"port": "1"}})
 }
 
 // exchange sends the commands as one pipeline and checks the replies; a
@@ -253,7 +176,7 @@ func TestACLCommands(t *testing.T) {
 	exchange(t, addr,
 		[2]string{"AUTH ops ops-pw", "OK"},
 		[2]string{"ACL USERS", "[app cfg default off-user ops tenant]"},
-		[2]string{"ACL CAT", "[" + strings.Join(aclCategories, " ") + "]"},
+		[2]string{"ACL CAT", "[" + strings.Join(acl.Categories(), " ") + "]"},
 		[2]string{"ACL CAT nope", "-ERR Unknown category 'nope'"},
 		[2]string{"ACL CAT a b", "-ERR wrong number of arguments for 'acl|cat' command"},
 		[2]string{"ACL SETUSER x", "-ERR unknown subcommand 'SETUSER'. Try ACL HELP."},
@@ -306,11 +229,11 @@ func TestDefaultACLFromRequirePass(t *testing.T) {
 // TestDefaultUserOffRequiresAuth: a default user that is off means every
 // connection must AUTH as someone, with the tighter pre-auth limits.
 func TestDefaultUserOffRequiresAuth(t *testing.T) {
-	acl, err := ParseACL([]byte("user default off nopass\nuser a on nopass +@all ~*"), "")
+	a, err := ParseACL([]byte("user default off nopass\nuser a on nopass +@all ~*"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr, srv := startServer(t, Config{ACL: acl})
+	addr, srv := startServer(t, Config{ACL: a})
 	if srv.openAuth {
 		t.Fatal("default user off, yet connections start authenticated")
 	}
@@ -322,140 +245,20 @@ func TestDefaultUserOffRequiresAuth(t *testing.T) {
 	)
 }
 
-// TestGlobMatchAgainstReference compares the linear matcher with the
-// straightforward recursive one it replaced, on random patterns and
-// strings over a small alphabet.
-func TestGlobMatchAgainstReference(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	tokens := []string{"a", "b", "*", "?", "[ab]", "[^a]", "[a-b]", "\\*", "\\", "[", "]", "**"}
-	for range 200000 {
-		var p strings.Builder
-		for range r.IntN(6) {
-			p.WriteString(tokens[r.IntN(len(tokens))])
-		}
-		s := make([]byte, r.IntN(7))
-		for i := range s {
-			s[i] = "ab*[\\"[r.IntN(5)]
-		}
-		want := globMatchRef(p.String(), string(s))
-		if got := globMatch(p.String(), s); got != want {
-			t.Fatalf("globMatch(%q, %q) = %v, want %v", p.String(), s, got, want)
-		}
-	}
-}
-
-func TestKeyPatternPrefix(t *testing.T) {
-	for _, tc := range []struct {
-		pat, key string
-		isPfx    bool
-		want     bool
-	}{
-		{"tenant1:*", "tenant1:x", true, true}, {"tenant1:*", "tenant1:", true, true},
-		{"tenant1:*", "tenant2:x", true, false}, {"tenant1:*", "tenant1", true, false},
-		{"*", "", true, true}, {"t?:*", "t1:x", false, true}, {"a\\*", "a*", false, true},
-		{"a\\*", "ab", false, false}, {"exact", "exact", false, true}, {"exact", "exactly", false, false},
-	} {
-		p := newKeyPattern(tc.pat, keyRead)
-		if p.isPfx != tc.isPfx || p.match([]byte(tc.key)) != tc.want || globMatch(tc.pat, tc.key) != tc.want {
-			t.Errorf("%q on %q: prefix form %v, match %v; want %v, %v", tc.pat, tc.key, p.isPfx, p.match([]byte(tc.key)), tc.isPfx, tc.want)
-		}
-	}
-}
-
-// TestGlobMatchIsLinear: a pattern with many stars against a long key
-// that does not match takes O(pattern*key) steps, not exponential time.
-func TestGlobMatchIsLinear(t *testing.T) {
-	key := []byte(strings.Repeat("a", 16<<10))
-	start := time.Now()
-	if globMatch("*a*a*a*a*a*a*a*a*b", key) {
-		t.Fatal("matched")
-	}
-	if d := time.Since(start); d > time.Second {
-		t.Fatalf("took %v", d)
-	}
-}
-
-func globMatchRef(pattern, s string) bool {
-	for len(pattern) > 0 {
-		switch pattern[0] {
-		case '*':
-			for len(pattern) > 1 && pattern[1] == '*' {
-				pattern = pattern[1:]
-			}
-			if len(pattern) == 1 {
-				return true
-			}
-			for i := 0; i <= len(s); i++ {
-				if globMatchRef(pattern[1:], s[i:]) {
-					return true
-				}
-			}
-			return false
-		case '?':
-			if len(s) == 0 {
-				return false
-			}
-			s = s[1:]
-			pattern = pattern[1:]
-		case '[':
-			if len(s) == 0 {
-				return false
-			}
-			end := strings.IndexByte(pattern[1:], ']')
-			if end < 0 {
-				return false
-			}
-			class := pattern[1 : 1+end]
-			pattern = pattern[2+end:]
-			neg := strings.HasPrefix(class, "^")
-			if neg {
-				class = class[1:]
-			}
-			match := false
-			for i := 0; i < len(class); i++ {
-				if i+2 < len(class) && class[i+1] == '-' {
-					if class[i] <= s[0] && s[0] <= class[i+2] {
-						match = true
-					}
-					i += 2
-				} else if class[i] == s[0] {
-					match = true
-				}
-			}
-			if match == neg {
-				return false
-			}
-			s = s[1:]
-		case '\\':
-			if len(pattern) > 1 {
-				pattern = pattern[1:]
-			}
-			fallthrough
-		default:
-			if len(s) == 0 || s[0] != pattern[0] {
-				return false
-			}
-			s = s[1:]
-			pattern = pattern[1:]
-		}
-	}
-	return len(s) == 0
-}
-
 // BenchmarkACLCheck is the per-command permission check of process for
 // RL.ALLOW: a user with every command and key, one limited to categories,
 // and one whose keys must match a pattern.
 func BenchmarkACLCheck(b *testing.B) {
-	acl, err := ParseACL([]byte(appACL), "")
+	a, err := ParseACL([]byte(appACL), "")
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := New(Config{ACL: acl}, nil)
+	s := New(Config{ACL: a}, nil)
 	cmd := commands["rl.allow"]
 	args := [][]byte{[]byte("RL.ALLOW"), []byte("tenant1:user:12345"), []byte("100"), []byte("10")}
 	c := &client{}
 	for _, name := range []string{"ops", "app", "tenant"} {
-		u := acl.users[name]
+		u := s.acl.users[name]
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -473,7 +276,7 @@ func BenchmarkACLCheck(b *testing.B) {
 // difference is the cost of the check in place, with everything else
 // that serving a command does.
 func BenchmarkPipelineAllowUser(b *testing.B) {
-	acl, err := ParseACL([]byte(appACL), "")
+	a, err := ParseACL([]byte(appACL), "")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -481,7 +284,7 @@ func BenchmarkPipelineAllowUser(b *testing.B) {
 		{"default", "default-pw"}, {"app", "app app-pw"}, {"tenant", "tenant t-pw"},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			addr, _ := startServer(b, Config{ACL: acl})
+			addr, _ := startServer(b, Config{ACL: a})
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
 				b.Fatal(err)
@@ -531,8 +334,9 @@ func FuzzParseACL(f *testing.F) {
 		if again := strings.Join(aclList(b), "\n"); again != list {
 			t.Fatalf("ACL LIST changes on a round trip:\n%s\n%s", list, again)
 		}
-		for _, n := range a.names {
-			if !slices.Equal(a.users[n].allowed, b.users[n].allowed) {
+		ca, cb := compileACL(a), compileACL(b)
+		for _, n := range ca.names {
+			if !slices.Equal(ca.users[n].allowed, cb.users[n].allowed) {
 				t.Fatalf("user %s: permissions change on a round trip", n)
 			}
 		}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"math"
+	"time"
 
 	"github.com/rlserver/rlserver/engine"
 )
@@ -134,7 +135,7 @@ func batchGCRA(_ *argMemo, reqs []engine.Request, args [][]byte) ([]engine.Reque
 	}
 	// The clock is read here only to refuse what Redis refuses as an
 	// overflow at this time; the decision takes the batch's time.
-	req, err := engine.GCRAAt(nowNanos(), args[1], burst, perPeriod, period, tokens)
+	req, err := engine.GCRAAt(time.Now().UnixNano(), args[1], burst, perPeriod, period, tokens)
 	if err != nil {
 		return reqs, engineErrorText(err)
 	}

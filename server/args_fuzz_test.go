@@ -17,6 +17,7 @@ import (
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/policy"
 	"github.com/rlserver/rlserver/resp"
+	"github.com/rlserver/rlserver/standalone"
 )
 
 // FuzzCommandArgs sends pipelines of commands with arbitrary arguments
@@ -96,7 +97,7 @@ func argsFuzzSetup() {
 		{ACL: acl, PreAuthGuard: loose, Settings: settings},
 	} {
 		cfg.Version = "fuzz"
-		argsFuzzServers = append(argsFuzzServers, New(cfg, Standalone{Engine: eng, Policies: policies}))
+		argsFuzzServers = append(argsFuzzServers, New(cfg, standalone.New(eng, policies)))
 	}
 	for name := range commands {
 		argsFuzzNames = append(argsFuzzNames, name)

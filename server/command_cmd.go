@@ -3,6 +3,8 @@ package server
 import (
 	"sort"
 	"strings"
+
+	"github.com/rlserver/rlserver/acl"
 )
 
 // COMMAND: the command table as Redis reports it, so cluster-aware and
@@ -265,7 +267,7 @@ func cmdCommandList(_ *Server, c *client, args [][]byte) outcome {
 			return false
 		}
 	case equalFold(args[3], "pattern"):
-		keep = func(cmd *command) bool { return globMatch(arg, cmd.name) }
+		keep = func(cmd *command) bool { return acl.Glob(arg, cmd.name) }
 	default:
 		c.rep.error(errSyntax)
 		return cmdOK

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rlserver/rlserver/memlimit"
 )
 
 // CONFIG SET, the settings CONFIG GET reads, and the rate-limited warnings
@@ -127,18 +129,18 @@ func (s *Server) checkSetting(key, value string) (why string, own bool) {
 			return "argument must be an integer of at least 1", true
 		}
 	case "maxmemory":
-		if _, err := ParseMemory(value); err != nil {
+		if _, err := memlimit.ParseMemory(value); err != nil {
 			return err.Error(), true
 		}
 	case "maxmemory-policy":
-		switch strings.ToLower(value) {
-		case PolicyNoEviction, PolicyVolatileTTL:
+		switch memlimit.EvictionPolicy(strings.ToLower(value)) {
+		case memlimit.NoEviction, memlimit.VolatileTTL:
 		default:
 			// Redis's enum text, listing the policies rlserver has.
-			return "argument(s) must be one of the following: " + PolicyVolatileTTL + ", " + PolicyNoEviction, true
+			return "argument(s) must be one of the following: " + string(memlimit.VolatileTTL) + ", " + string(memlimit.NoEviction), true
 		}
 	case "proto-max-bulk-len", "max-args", "max-inline-len":
-		n, err := ParseMemory(value)
+		n, err := memlimit.ParseMemory(value)
 		switch {
 		case err != nil || n < 1:
 			return "argument must be a positive number of " + map[string]string{"max-args": "arguments", "proto-max-bulk-len": "bytes", "max-inline-len": "bytes"}[key], true
@@ -192,7 +194,7 @@ func (s *Server) configSet(name, value string) string {
 		s.mu.Lock()
 		s.cfg.MaxClients = n
 		s.mu.Unlock()
-	case "maxmemory", "maxmemory-policy": // maxmemory.go
+	case "maxmemory", "maxmemory-policy": // memory.go
 		if why, _ := s.configSetMemory(key, value); why != "" {
 			return failed(why)
 		}
@@ -221,7 +223,7 @@ func (s *Server) configSet(name, value string) string {
 	switch key {
 	case "maxmemory", "proto-max-bulk-len", "max-inline-len", "max-args":
 		// CONFIG GET answers in bytes (or a count), as Redis does.
-		if n, err := ParseMemory(value); err == nil {
+		if n, err := memlimit.ParseMemory(value); err == nil {
 			value = strconv.FormatInt(n, 10)
 		}
 	case "maxmemory-policy", "stop-writes-on-bgsave-error":
@@ -243,7 +245,7 @@ func (s *Server) configSet(name, value string) string {
 // (the limits before AUTH stay fixed). Each connection applies it from its
 // next read on; a command under way keeps the lengths it announced.
 func (s *Server) configSetFraming(key, value string) string {
-	n, err := ParseMemory(value)
+	n, err := memlimit.ParseMemory(value)
 	if err != nil || n < 1 {
 		return "argument must be a positive number of " + map[string]string{"max-args": "arguments", "proto-max-bulk-len": "bytes", "max-inline-len": "bytes"}[key]
 	}

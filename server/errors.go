@@ -135,7 +135,7 @@ func backendErrorText(err error) (string, bool) {
 // noPerm is Redis's text for a command the user may not run; a
 // subcommand is named container|sub.
 func noPerm(u *aclUser, c *command) string {
-	return ErrCodeNoPerm + " User " + u.name + " has no permissions to run the '" + c.name + "' command"
+	return ErrCodeNoPerm + " User " + u.Name() + " has no permissions to run the '" + c.name + "' command"
 }
 
 func unknownCategory(cat []byte) string {

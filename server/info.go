@@ -97,7 +97,7 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 		kv("blocked_clients", 0)
 		kv("tracking_clients", 0)
 	case "memory":
-		s.writeMemoryInfo(kv) // maxmemory.go
+		s.writeMemoryInfo(kv) // memory.go
 	case "stats":
 		st := s.statsSinceReset() // CONFIG RESETSTAT (stats.go)
 		kv("total_connections_received", st.ConnectionsReceived.Load())
@@ -153,7 +153,7 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 	case "policies":
 		s.writePolicyInfo(kv) // policy_cmd.go
 	case "keyspace":
-		s.writeKeyspaceInfo(kv) // maxmemory.go: stored-key counts, no walk
+		s.writeKeyspaceInfo(kv) // memory.go: stored-key counts, no walk
 	}
 }
 
@@ -161,15 +161,9 @@ func tvSeconds(tv syscall.Timeval) float64 {
 	return float64(tv.Sec) + float64(tv.Usec)/1e6
 }
 
-// ExpiredKeys counts the keys the background sweep dropped: the
-// standalone sweeper's count, or a replicated backend's.
-func (s *Server) ExpiredKeys() int64 {
-	n := s.Stats.ExpiredKeys.Load()
-	if b, ok := s.backend.(interface{ ExpiredKeys() int64 }); ok {
-		n += b.ExpiredKeys()
-	}
-	return n
-}
+// ExpiredKeys counts the keys the background sweep dropped (the
+// backend's count).
+func (s *Server) ExpiredKeys() int64 { return s.backend.ExpiredKeys() }
 
 // totalSystemMemory is INFO's total_system_memory: the machine's memory
 // in bytes, /proc/meminfo's MemTotal (what Redis reports: its

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/policy"
+	"github.com/rlserver/rlserver/standalone"
 )
 
 // startPolicyServer serves a fresh engine with a policy store.
@@ -25,7 +26,7 @@ func startPolicyServer(t testing.TB, cfg Config) (string, *Server, *policy.Store
 		t.Fatal(err)
 	}
 	cfg.Version = "test"
-	srv := New(cfg, Standalone{Engine: eng, Policies: store})
+	srv := New(cfg, standalone.New(eng, store))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() {

@@ -18,12 +18,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rlserver/rlserver/acl"
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/memlimit"
 	"github.com/rlserver/rlserver/resp"
 )
 
-// Backend applies batches of limiter requests. Standalone, it reads the
-// clock and calls the engine; clustered, it replicates the batch first.
+// Backend applies batches of limiter requests and answers for the keys'
+// memory. standalone.Backend reads the clock and calls the engine;
+// cluster.Node replicates the batch first.
 type Backend interface {
 	// Do applies reqs and fills res (same length), in order per key.
 	Do(ctx context.Context, reqs []engine.Request, res []engine.Result) error
@@ -31,14 +34,23 @@ type Backend interface {
 	Len(ctx context.Context) (int, error)
 	// Flush removes every key (FLUSHALL).
 	Flush(ctx context.Context) error
+	// The memory controller's needs (maxmemory; INFO's keyspace reads
+	// Usage's stored-key count).
+	memlimit.Backend
+	// ExpiredKeys counts the keys the background sweep dropped (INFO
+	// expired_keys).
+	ExpiredKeys() int64
+	// EvictedKeys counts the keys evicted for maxmemory (INFO
+	// evicted_keys).
+	EvictedKeys() int64
 }
 
 // Config is the edge's configuration.
 type Config struct {
 	// RequirePass is the default user's password when ACL is nil.
 	RequirePass string
-	// ACL holds the users (ParseACL); nil: DefaultACL(RequirePass).
-	ACL   *ACL
+	// ACL holds the users (ParseACL); nil: acl.Default(RequirePass).
+	ACL   *acl.ACL
 	Guard resp.GuardLimits // framing limits once authenticated (or with no password)
 	// PreAuthGuard are the tighter framing limits before AUTH when the
 	// default user needs a password or is off (default: 10 arguments,
@@ -77,7 +89,7 @@ type Stats struct {
 	ACLDeniedCmd        atomic.Int64 // commands refused: the user may not run them
 	ACLDeniedKey        atomic.Int64 // commands refused: a key outside the user's patterns
 	RejectedConnections atomic.Int64
-	ExpiredKeys         atomic.Int64 // dropped by the background sweep (SweepCounting)
+	ExpiredKeys         atomic.Int64 // INFO's copy only: the backend's ExpiredKeys since RESETSTAT
 	NetInputBytes       atomic.Int64 // bytes read from clients (after TLS)
 	NetOutputBytes      atomic.Int64 // bytes of replies written to clients
 }
@@ -87,7 +99,7 @@ type Server struct {
 	cfg      Config
 	backend  Backend
 	stopper  WriteStopper // the backend, when it may refuse writes (persist_cmd.go)
-	acl      *ACL
+	acl      *users
 	openAuth bool // connections start as the default user (on, nopass)
 	started  time.Time
 	Stats    Stats
@@ -100,7 +112,8 @@ type Server struct {
 	top          topKeys
 	ops          opsSampler
 	maxKeyLen    atomic.Int64 // Config.MaxKeyLen, changed by CONFIG SET
-	mem          memLimit     // maxmemory and its monitor (maxmemory.go)
+
+	mem *memlimit.Controller // maxmemory (memory.go)
 
 	settingsMu sync.RWMutex // guards cfg.Settings: CONFIG SET writes it
 	warnMu     sync.Mutex
@@ -142,17 +155,18 @@ func New(cfg Config, backend Backend) *Server {
 		cfg.PartialTimeout = 0
 	}
 	if cfg.ACL == nil {
-		cfg.ACL = DefaultACL(cfg.RequirePass)
+		cfg.ACL = acl.Default(cfg.RequirePass)
 	}
 	s := &Server{
 		cfg:      cfg,
 		backend:  backend,
-		acl:      cfg.ACL,
-		openAuth: cfg.ACL.open(),
+		acl:      compileACL(cfg.ACL),
+		openAuth: cfg.ACL.Open(),
 		started:  time.Now(),
 		cmdStats: make([]cmdStats, len(byID)),
 		clients:  make(map[int64]*client),
 		conns:    make(map[*conn]struct{}),
+		mem:      memlimit.New(backend),
 	}
 	s.maxKeyLen.Store(int64(cfg.MaxKeyLen))
 	s.stopper, _ = backend.(WriteStopper)
@@ -601,7 +615,7 @@ func (s *Server) setUser(c *client, u *aclUser) {
 	c.user = u
 	name := "default"
 	if u != nil {
-		name = u.name
+		name = u.Name()
 	}
 	c.mu.Lock()
 	c.userName = name

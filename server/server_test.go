@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/standalone"
 )
 
 // startServer serves a fresh engine on a loopback port and returns its address.
@@ -24,7 +25,7 @@ func startServer(t testing.TB, cfg Config) (string, *Server) {
 		t.Fatal(err)
 	}
 	cfg.Version = "test"
-	srv := New(cfg, Standalone{Engine: eng})
+	srv := New(cfg, standalone.New(eng, nil))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() {
@@ -187,7 +188,7 @@ func TestShutdownAnswersReceivedCommandsThenCloses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(Config{Version: "test"}, Standalone{Engine: eng})
+	srv := New(Config{Version: "test"}, standalone.New(eng, nil))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	c, r := dial(t, ln.Addr().String())
@@ -224,22 +225,6 @@ func TestCommandTableIsConsistent(t *testing.T) {
 		}
 		if c.summary == "" || c.group == "" {
 			t.Errorf("%s: no docs", name)
-		}
-	}
-}
-
-func TestGlobMatch(t *testing.T) {
-	cases := []struct {
-		pat, s string
-		want   bool
-	}{
-		{"*", "maxclients", true}, {"max*", "maxclients", true}, {"max*", "port", false},
-		{"p?rt", "port", true}, {"[pb]ort", "port", true}, {"[^p]ort", "port", false},
-		{"[a-q]ort", "port", true}, {"save", "save", true}, {"sav", "save", false},
-	}
-	for _, c := range cases {
-		if got := globMatch(c.pat, c.s); got != c.want {
-			t.Errorf("globMatch(%q, %q) = %v, want %v", c.pat, c.s, got, c.want)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/rlserver/rlserver/acl"
 	"github.com/rlserver/rlserver/engine"
 )
 
@@ -26,7 +27,7 @@ type command struct {
 	// (acl.go); subcommands have their own. Assigned by register.
 	id      int
 	parent  *command // the container of a subcommand
-	keyPerm keyPerm  // the access its keys need from a user's key patterns
+	keyPerm acl.Perm // the access its keys need from a user's key patterns
 
 	// A limiter command appends its engine requests to reqs (or returns an
 	// error reply) and later renders the results; it reports how many
@@ -104,11 +105,11 @@ func addID(c *command) {
 	byID = append(byID, c)
 	switch {
 	case hasFlag(c, "readonly"):
-		c.keyPerm = keyRead
+		c.keyPerm = acl.Read
 	case c.name == "del" || c.name == "unlink" || c.name == "rl.reset":
-		c.keyPerm = keyWrite
+		c.keyPerm = acl.Write
 	default:
-		c.keyPerm = keyRead | keyWrite
+		c.keyPerm = acl.Read | acl.Write
 	}
 }
 

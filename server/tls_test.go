@@ -18,6 +18,7 @@ import (
 
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/resp"
+	"github.com/rlserver/rlserver/standalone"
 )
 
 // selfSigned is a throwaway certificate for 127.0.0.1 and the pool that
@@ -51,7 +52,7 @@ func TestServeTLSAndPlain(t *testing.T) {
 	cert, pool := selfSigned(t)
 	eng := engine.New(2)
 	defer eng.Close()
-	srv := New(Config{Version: "test", PartialTimeout: 300 * time.Millisecond}, Standalone{Engine: eng})
+	srv := New(Config{Version: "test", PartialTimeout: 300 * time.Millisecond}, standalone.New(eng, nil))
 	plainLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

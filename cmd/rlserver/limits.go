@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rlserver/rlserver/memlimit"
 	"github.com/rlserver/rlserver/resp"
 	"github.com/rlserver/rlserver/server"
 )
@@ -25,7 +26,7 @@ type limitOptions struct {
 	partialTimeout time.Duration
 	protectedMode  bool
 
-	// maxmemory (server/maxmemory.go): the limit as given (Redis's units),
+	// maxmemory (package memlimit): the limit as given (Redis's units),
 	// its value in bytes once checked, and the policy.
 	maxMemory       string
 	maxMemoryBytes  int64
@@ -45,25 +46,25 @@ func addLimitFlags(fs *flag.FlagSet, o *limitOptions) {
 	fs.IntVar(&o.maxKeyLen, "max-key-len", 16<<10, "longest key accepted, bytes")
 	fs.DurationVar(&o.partialTimeout, "partial-command-timeout", 30*time.Second, "a command whose first bytes arrived must be complete within this (0: no limit)")
 	fs.StringVar(&o.maxMemory, "maxmemory", "0", "memory limit for data, bytes or with a unit (100mb, 1gb; 0: none): above it new keys are refused (noeviction) or the keys closest to empty are evicted (volatile-ttl)")
-	fs.StringVar(&o.maxMemoryPolicy, "maxmemory-policy", server.PolicyNoEviction, "what to do above --maxmemory: noeviction (refuse new keys with OOM) or volatile-ttl (evict the keys closest to empty: for a token bucket, the one closest to full)")
+	fs.StringVar(&o.maxMemoryPolicy, "maxmemory-policy", string(memlimit.NoEviction), "what to do above --maxmemory: noeviction (refuse new keys with OOM) or volatile-ttl (evict the keys closest to empty: for a token bucket, the one closest to full)")
 	fs.BoolVar(&o.protectedMode, "protected-mode", true, "with no password, refuse clients from other hosts when listening on a non-loopback address")
 }
 
 func (o *limitOptions) check() error {
-	n, err := server.ParseMemory(o.maxMemory)
+	n, err := memlimit.ParseMemory(o.maxMemory)
 	if err != nil {
 		return fmt.Errorf("invalid value %q for --maxmemory: use bytes or a number with kb, mb, gb (or k, m, g: powers of 1000)", o.maxMemory)
 	}
 	o.maxMemoryBytes = n
-	q, err := server.ParseMemory(o.queryBuffer)
+	q, err := memlimit.ParseMemory(o.queryBuffer)
 	if err != nil || q < 1<<20 || q > maxQueryBufferLimit {
 		return fmt.Errorf("invalid value %q for --client-query-buffer-limit: use bytes or a number with kb, mb, gb, between 1mb and 1tb", o.queryBuffer)
 	}
 	o.queryBufBytes = q
-	switch o.maxMemoryPolicy {
-	case server.PolicyNoEviction, server.PolicyVolatileTTL:
+	switch memlimit.EvictionPolicy(o.maxMemoryPolicy) {
+	case memlimit.NoEviction, memlimit.VolatileTTL:
 	default:
-		return fmt.Errorf("invalid value %q for --maxmemory-policy: use %s or %s", o.maxMemoryPolicy, server.PolicyNoEviction, server.PolicyVolatileTTL)
+		return fmt.Errorf("invalid value %q for --maxmemory-policy: use %s or %s", o.maxMemoryPolicy, memlimit.NoEviction, memlimit.VolatileTTL)
 	}
 	switch {
 	case o.maxBulkLen < 1 || o.maxBulkLen > 1<<30:
@@ -116,7 +117,7 @@ func (o limitOptions) apply(cfg *server.Config) {
 // runs its memory monitor until ctx ends; wait returns once it has
 // stopped (it sends to the engine's shards, so before they close).
 func (o limitOptions) startMemoryMonitor(ctx context.Context, srv *server.Server) (wait func()) {
-	if err := srv.SetMaxMemory(o.maxMemoryBytes, o.maxMemoryPolicy); err != nil {
+	if err := srv.SetMaxMemory(o.maxMemoryBytes, memlimit.EvictionPolicy(o.maxMemoryPolicy)); err != nil {
 		panic(err) // check refused anything SetMaxMemory would
 	}
 	done := make(chan struct{})

@@ -27,6 +27,7 @@ import (
 	"github.com/rlserver/rlserver/cluster"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/server"
+	"github.com/rlserver/rlserver/standalone"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -228,7 +229,7 @@ func run(o options) error {
 
 	eng := engine.New(o.shards)
 	defer eng.Close()
-	var backend server.Backend = server.Standalone{Engine: eng}
+	var backend server.Backend
 	var node *cluster.Node
 	if o.cluster.nodeID != "" {
 		node, err = openCluster(context.Background(), o.cluster, eng, o.dir, ln.Addr(), o.requirePass, sec, log)
@@ -253,6 +254,7 @@ func run(o options) error {
 	// snaps until its close below (deferred too, so it runs before the
 	// engine closes on any return).
 	var snaps *snapshots
+	var alone *standalone.Backend
 	if node == nil {
 		if snaps, err = openSnapshots(o.persist, o.dir, eng, log); err != nil {
 			return err
@@ -262,7 +264,8 @@ func run(o options) error {
 		if err != nil {
 			return err
 		}
-		backend = standalone{server.Standalone{Engine: eng, Policies: store}, snaps}
+		alone = standalone.New(eng, store)
+		backend = standaloneBackend{alone, snaps}
 	}
 	dir, _ := filepath.Abs(o.dir)
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
@@ -300,7 +303,7 @@ func run(o options) error {
 		if node != nil {
 			node.Sweep(ctx, 100*time.Millisecond, 1000)
 		} else {
-			server.SweepCounting(ctx, eng, 100*time.Millisecond, 1000, &srv.Stats.ExpiredKeys)
+			alone.Sweep(ctx, 100*time.Millisecond, 1000)
 		}
 	}()
 	memWait := o.limits.startMemoryMonitor(ctx, srv) // maxmemory (limits.go)

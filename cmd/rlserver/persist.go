@@ -12,9 +12,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rlserver/rlserver/cluster"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/persist"
 	"github.com/rlserver/rlserver/server"
+	"github.com/rlserver/rlserver/standalone"
 	"github.com/rlserver/rlserver/status"
 )
 
@@ -166,8 +168,15 @@ func (p *snapshots) close() error {
 	return p.saver.Close(context.Background())
 }
 
-// standalone is the backend of a server running alone with snapshots.
-type standalone struct {
-	server.Standalone
+// standaloneBackend is the backend of a server running alone with
+// snapshots.
+type standaloneBackend struct {
+	*standalone.Backend
 	*snapshots
 }
+
+// Both backends serve the edge, checked at compile time.
+var (
+	_ server.Backend = standaloneBackend{}
+	_ server.Backend = (*cluster.Node)(nil)
+)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 
+	"github.com/rlserver/rlserver/acl"
 	"github.com/rlserver/rlserver/server"
 )
 
@@ -72,7 +73,7 @@ func (o securityOptions) check() error {
 // security is what the flags load at start: the users, and the TLS
 // configurations for clients and for the cluster transport (nil: plain).
 type security struct {
-	acl           *server.ACL
+	acl           *acl.ACL
 	clientTLS     *tls.Config
 	clusterServer *tls.Config
 	clusterDial   *tls.Config
