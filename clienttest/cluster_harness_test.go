@@ -381,14 +381,15 @@ var (
 	bugBinErr  error
 )
 
-// plantedBugBinary builds rlserver with the rlserver_ackbeforecommit tag:
-// followers answer from their own engine without replicating.
+// plantedBugBinary builds rlserver with the rlserver_ackbeforecommit tag
+// (and the test hooks): followers answer from their own engine without
+// replicating.
 func plantedBugBinary(t *testing.T) string {
 	t.Helper()
 	bugBinOnce.Do(func() {
 		dir := filepath.Dir(serverBin)
 		bugBin = filepath.Join(dir, "rlserver-ackbeforecommit")
-		args := []string{"build", "-tags", "rlserver_ackbeforecommit", "-o", bugBin}
+		args := []string{"build", "-tags", "rlserver_ackbeforecommit," + testHooksTag, "-o", bugBin}
 		if raceEnabled {
 			args = append(args, "-race")
 		}

@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -474,11 +473,6 @@ func refuse(nc net.Conn, text string) {
 	nc.Close()
 }
 
-// testRemoteIP, set only by tests (RLSERVER_TEST_REMOTE_IP), is a
-// loopback address that protected mode treats as another host's, so the
-// tests exercise it without leaving the loopback interface.
-var testRemoteIP = net.ParseIP(os.Getenv("RLSERVER_TEST_REMOTE_IP"))
-
 func isLoopback(a net.Addr) bool {
 	var ip net.IP
 	if ta, ok := a.(*net.TCPAddr); ok {
@@ -486,7 +480,7 @@ func isLoopback(a net.Addr) bool {
 	} else if host, _, err := net.SplitHostPort(a.String()); err == nil {
 		ip = net.ParseIP(host)
 	}
-	if ip == nil || testRemoteIP != nil && ip.Equal(testRemoteIP) {
+	if ip == nil || testRemote(ip) {
 		return false
 	}
 	return ip.IsLoopback()
