@@ -68,29 +68,6 @@ var errCorrupt = errors.New("undecodable entry")
 
 const flagReadOnly = 1
 
-func appendRequest(dst []byte, r *engine.Request) []byte {
-	var flags byte
-	if r.ReadOnly {
-		flags |= flagReadOnly
-	}
-	dst = append(dst, byte(r.Op), flags)
-	dst = binary.AppendUvarint(dst, uint64(len(r.Key)))
-	dst = append(dst, r.Key...)
-	dst = binary.AppendVarint(dst, r.Interval)
-	dst = binary.AppendVarint(dst, r.Limit)
-	dst = binary.AppendVarint(dst, r.Window)
-	dst = binary.AppendVarint(dst, r.Cost)
-	return dst
-}
-
-// appendRequests encodes reqs one after another (a chunk).
-func appendRequests(dst []byte, reqs []engine.Request) []byte {
-	for i := range reqs {
-		dst = appendRequest(dst, &reqs[i])
-	}
-	return dst
-}
-
 // decoder reads the fields of an entry or message; the first error sticks.
 type decoder struct {
 	b   []byte

@@ -605,18 +605,6 @@ func (n *Node) Sweep(ctx context.Context, interval time.Duration, budget int) {
 	}
 }
 
-// WaitLeader waits until some node is known as leader, or ctx ends.
-func (n *Node) WaitLeader(ctx context.Context) error {
-	for {
-		if addr, _ := n.raft.LeaderWithID(); addr != "" {
-			return nil
-		}
-		if !n.pause(ctx) {
-			return n.notAppended()
-		}
-	}
-}
-
 // applyWait appends entry to the log (this node is the leader) and waits
 // for it to be applied, at most until ctx ends: then the outcome is
 // unknown, since the entry may still commit. It returns the FSM's

@@ -86,9 +86,6 @@ func (e *Engine) Close() {
 	})
 }
 
-// Shards reports the number of shards.
-func (e *Engine) Shards() int { return len(e.shards) }
-
 // ShardOf returns the shard index that owns key: FNV-1a 64, unseeded, so
 // every process agrees. A key with a hash tag, as in Redis Cluster, is
 // placed by its tag alone: when the key holds a '{' and, later, a '}' with

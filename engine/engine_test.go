@@ -13,6 +13,9 @@ import (
 	"time"
 )
 
+// Shards, a test helper, reports the number of shards.
+func (e *Engine) Shards() int { return len(e.shards) }
+
 // Named instants. Every engine test passes time explicitly: t0 plus steps.
 const (
 	t0  = int64(1_700_000_000_000_000_000)

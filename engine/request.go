@@ -43,7 +43,7 @@ const (
 	// Kinds 6 and 7 never leave the package: they are the slot kinds of
 	// GCRA and SHAPE state kept with the parameters it was last charged
 	// under (Request.Scaled, scaled.go). Records, TYPE, OpTTL and
-	// CountKinds show them as KindGCRA and KindShape.
+	// countKinds show them as KindGCRA and KindShape.
 	kindGCRAScaled  Kind = 6
 	kindShapeScaled Kind = 7
 )

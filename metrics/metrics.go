@@ -288,22 +288,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	collectMemory(ch, s)
 }
 
-// stateClock is a replicated backend (cluster.Node): its engine runs on
-// the log's clock.
-type stateClock interface{ StateNanos() int64 }
-
-// stateNanos is the time to read the engine at: the wall clock
-// standalone, the last applied entry's time in a cluster. A read moves a
-// shard's clock forward, so a scrape that passed the wall clock to a
-// replica would make it apply later entries at a time the log does not
-// say, and the replicas would diverge (found by TestRaftSnapshotMetrics).
-func (c *Collector) stateNanos() int64 {
-	if sc, ok := c.src.Backend.(stateClock); ok {
-		return sc.StateNanos()
-	}
-	return time.Now().UnixNano()
-}
-
 func constHistogram(d *prometheus.Desc, h server.Histogram, lv ...string) prometheus.Metric {
 	buckets := make(map[float64]uint64, len(server.LatencyBuckets))
 	for i, le := range server.LatencyBuckets {

@@ -69,15 +69,6 @@ var kinds = []struct {
 	{"SHAPE", bucket(engine.Shape)},
 }
 
-// Kinds lists the policy kinds' words.
-func Kinds() []string {
-	out := make([]string, len(kinds))
-	for i, k := range kinds {
-		out[i] = k.word
-	}
-	return out
-}
-
 // Policy is one named policy. It is immutable once made by Parse.
 type Policy struct {
 	Name   string

@@ -31,16 +31,12 @@ func (b Standalone) Len(ctx context.Context) (int, error) { return b.Engine.Len(
 // Flush removes every key.
 func (b Standalone) Flush(ctx context.Context) error { return b.Engine.Flush(ctx) }
 
-// Sweep drops expired keys in the background until ctx ends: every
+// SweepCounting drops expired keys in the background until ctx ends: every
 // interval it examines a bounded sample per shard, and keeps going at once
 // while more than a quarter of the sample had expired (as Redis's active
 // expiry does), so an expiry wave is reclaimed quickly without long stalls.
-func Sweep(ctx context.Context, e *engine.Engine, interval time.Duration, budget int) {
-	SweepCounting(ctx, e, interval, budget, nil)
-}
-
-// SweepCounting is Sweep, adding the keys it drops to expired (INFO's
-// expired_keys: Stats.ExpiredKeys) unless it is nil.
+// It adds the keys it drops to expired (INFO's expired_keys:
+// Stats.ExpiredKeys) unless it is nil.
 func SweepCounting(ctx context.Context, e *engine.Engine, interval time.Duration, budget int, expired *atomic.Int64) {
 	t := time.NewTicker(interval)
 	defer t.Stop()

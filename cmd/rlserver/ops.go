@@ -49,12 +49,6 @@ func (o opsOptions) check() error {
 	return nil
 }
 
-// envName is the environment variable of a flag: RL_ and the name in upper
-// case with '-' as '_'.
-func envName(flagName string) string {
-	return "RL_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
-
 // configPath finds --config on the command line (it wins) or RL_CONFIG,
 // before the flags are parsed, since the file's values must be set first.
 func configPath(args []string) string {
