@@ -22,7 +22,7 @@ const (
 	// cmdLen counts live keys at the stamped time (DBSIZE): varint nowNanos.
 	cmdLen byte = 3
 
-	// Named policies and all-or-nothing groups (issue 9, policy.go).
+	// Named policies and all-or-nothing groups (policy.go).
 
 	// cmdBatch2 is cmdBatch with requests in the second encoding, which
 	// carries Tiers and Scaled and lets a request name a policy that the

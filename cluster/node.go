@@ -122,7 +122,7 @@ func (c *Config) setDefaults() {
 }
 
 // Node is one member of a Raft cluster replicating an engine. It is the
-// resp Backend in cluster mode: any node accepts any command, followers
+// server.Backend in cluster mode: any node accepts any command, followers
 // forward to the leader. Its methods are safe for concurrent use.
 type Node struct {
 	cfg   Config

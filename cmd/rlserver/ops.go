@@ -112,14 +112,14 @@ func newLogger(w io.Writer, format string, level *slog.LevelVar) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// opsState is what CONFIG SET changes outside resp.
+// opsState is what CONFIG SET changes outside the server package.
 type opsState struct {
 	level *slog.LevelVar
 	snaps *snapshots // nil in cluster mode
 }
 
-// configSet applies a CONFIG SET of a setting that lives outside resp; ok
-// is false for a name it does not handle.
+// configSet applies a CONFIG SET of a setting that lives outside the
+// server package; ok is false for a name it does not handle.
 func (st *opsState) configSet(name, value string) (ok bool, err error) {
 	switch name {
 	case "loglevel", "log-level":
