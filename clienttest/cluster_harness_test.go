@@ -351,44 +351,21 @@ func allowOnce(ctx context.Context, c *redis.Client, key string, capacity, cost 
 	return v[0] == 1, v[1], nil
 }
 
-// allowRetry runs RL.ALLOW through the live nodes until it is applied,
-// retrying only outcomes that certainly did not apply.
-func (c *pcluster) allowRetry(key string, capacity, cost int64, deadline time.Duration) (bool, int64) {
-	c.t.Helper()
-	end := time.Now().Add(deadline)
-	for i := 0; ; i++ {
-		live := c.live()
-		n := live[i%len(live)]
-		cl := redis.NewClient(&redis.Options{Addr: n.respAddr, Protocol: 2, MaxRetries: -1, DisableIdentity: true, DialTimeout: time.Second, ReadTimeout: 4 * time.Second})
-		ok, rem, err := allowOnce(context.Background(), cl, key, capacity, cost)
-		cl.Close()
-		switch classify(err) {
-		case opApplied:
-			return ok, rem
-		case opUnknown:
-			c.t.Fatalf("RL.ALLOW %s via %s: outcome unknown: %v", key, n.id, err)
-		}
-		if time.Now().After(end) {
-			c.t.Fatalf("RL.ALLOW %s: not applied within %v: %v", key, deadline, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 var (
 	bugBinOnce sync.Once
 	bugBin     string
 	bugBinErr  error
 )
 
-// plantedBugBinary builds rlserver with the rlserver_ackbeforecommit tag:
-// followers answer from their own engine without replicating.
+// plantedBugBinary builds rlserver with the rlserver_ackbeforecommit tag
+// (and the test hooks): followers answer from their own engine without
+// replicating.
 func plantedBugBinary(t *testing.T) string {
 	t.Helper()
 	bugBinOnce.Do(func() {
 		dir := filepath.Dir(serverBin)
 		bugBin = filepath.Join(dir, "rlserver-ackbeforecommit")
-		args := []string{"build", "-tags", "rlserver_ackbeforecommit", "-o", bugBin}
+		args := []string{"build", "-tags", "rlserver_ackbeforecommit," + testHooksTag, "-o", bugBin}
 		if raceEnabled {
 			args = append(args, "-race")
 		}

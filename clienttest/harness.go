@@ -80,15 +80,21 @@ func trackSources(root string) {
 	})
 }
 
-// buildServer compiles ./cmd/rlserver into dir, with the race detector when
-// the tests themselves run with it, so races in the server fail the run too.
+// testHooksTag is the build tag that compiles the test hooks into rlserver
+// (RLSERVER_TEST_REMOTE_IP, RLSERVER_TEST_CRASH_BEFORE_RENAME; the files
+// testhooks_on.go); a build without it ignores those variables.
+const testHooksTag = "rlserver_testhooks"
+
+// buildServer compiles ./cmd/rlserver into dir with the test hooks, and
+// with the race detector when the tests themselves run with it, so races in
+// the server fail the run too.
 func buildServer(dir string, race bool) (string, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		return "", fmt.Errorf("the go command is needed to build rlserver: %v", err)
 	}
 	bin := filepath.Join(dir, "rlserver")
-	args := []string{"build", "-o", bin, "-ldflags", "-X main.version=" + testVersion}
+	args := []string{"build", "-tags", testHooksTag, "-o", bin, "-ldflags", "-X main.version=" + testVersion}
 	if race {
 		args = append(args, "-race")
 	}

@@ -3,7 +3,7 @@
 // that a cluster of three nodes keeps serving when one dies and never
 // forgets a decision it acknowledged.
 //
-// A Node is the resp Backend in cluster mode. Every batch of requests (a
+// A Node is the server.Backend in cluster mode. Every batch of requests (a
 // connection's pipeline) is encoded once and joins the group commit: one
 // goroutine gathers the batches waiting and submits them together, on the
 // leader as one log entry stamped with the leader's clock, on a follower as

@@ -22,7 +22,7 @@ const (
 	// cmdLen counts live keys at the stamped time (DBSIZE): varint nowNanos.
 	cmdLen byte = 3
 
-	// Named policies and all-or-nothing groups (issue 9, policy.go).
+	// Named policies and all-or-nothing groups (policy.go).
 
 	// cmdBatch2 is cmdBatch with requests in the second encoding, which
 	// carries Tiers and Scaled and lets a request name a policy that the
@@ -67,29 +67,6 @@ var errCorrupt = errors.New("undecodable entry")
 // field this encoding does not carry.
 
 const flagReadOnly = 1
-
-func appendRequest(dst []byte, r *engine.Request) []byte {
-	var flags byte
-	if r.ReadOnly {
-		flags |= flagReadOnly
-	}
-	dst = append(dst, byte(r.Op), flags)
-	dst = binary.AppendUvarint(dst, uint64(len(r.Key)))
-	dst = append(dst, r.Key...)
-	dst = binary.AppendVarint(dst, r.Interval)
-	dst = binary.AppendVarint(dst, r.Limit)
-	dst = binary.AppendVarint(dst, r.Window)
-	dst = binary.AppendVarint(dst, r.Cost)
-	return dst
-}
-
-// appendRequests encodes reqs one after another (a chunk).
-func appendRequests(dst []byte, reqs []engine.Request) []byte {
-	for i := range reqs {
-		dst = appendRequest(dst, &reqs[i])
-	}
-	return dst
-}
 
 // decoder reads the fields of an entry or message; the first error sticks.
 type decoder struct {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -12,6 +13,32 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/rlserver/rlserver/engine"
 )
+
+// appendRequest encodes r in the request encoding of cmdBatch entries
+// (entry.go), which replicas decode but leaders do not write (they write
+// cmdBatch2): the tests build such entries with it.
+func appendRequest(dst []byte, r *engine.Request) []byte {
+	var flags byte
+	if r.ReadOnly {
+		flags |= flagReadOnly
+	}
+	dst = append(dst, byte(r.Op), flags)
+	dst = binary.AppendUvarint(dst, uint64(len(r.Key)))
+	dst = append(dst, r.Key...)
+	dst = binary.AppendVarint(dst, r.Interval)
+	dst = binary.AppendVarint(dst, r.Limit)
+	dst = binary.AppendVarint(dst, r.Window)
+	dst = binary.AppendVarint(dst, r.Cost)
+	return dst
+}
+
+// appendRequests encodes reqs one after another (a chunk).
+func appendRequests(dst []byte, reqs []engine.Request) []byte {
+	for i := range reqs {
+		dst = appendRequest(dst, &reqs[i])
+	}
+	return dst
+}
 
 // fillFields sets every field of the struct v points to a distinct non-zero
 // value, and fails on a field type it does not know, so that a new field of

@@ -6,7 +6,7 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Error is a cluster error that carries the text a client sees (the resp
+// Error is a cluster error that carries the text a client sees (the server
 // package calls WireText through its BackendError interface). Compare with
 // errors.Is against the sentinels below.
 type Error struct {

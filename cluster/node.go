@@ -123,7 +123,7 @@ func (c *Config) setDefaults() {
 }
 
 // Node is one member of a Raft cluster replicating an engine. It is the
-// resp Backend in cluster mode: any node accepts any command, followers
+// server.Backend in cluster mode: any node accepts any command, followers
 // forward to the leader. Its methods are safe for concurrent use.
 type Node struct {
 	cfg   Config
@@ -605,18 +605,6 @@ func (n *Node) Sweep(ctx context.Context, interval time.Duration, budget int) {
 			if err != nil || dropped*4 <= examined {
 				break
 			}
-		}
-	}
-}
-
-// WaitLeader waits until some node is known as leader, or ctx ends.
-func (n *Node) WaitLeader(ctx context.Context) error {
-	for {
-		if addr, _ := n.raft.LeaderWithID(); addr != "" {
-			return nil
-		}
-		if !n.pause(ctx) {
-			return n.notAppended()
 		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/rlserver/rlserver/policy"
 )
 
-// Named policies and all-or-nothing groups in the log (issue 9).
+// Named policies and all-or-nothing groups in the log.
 //
 // Policies are replicated state: RL.POLICY SET, DEL and LOAD are log
 // entries (cmdPolicySet, cmdPolicyDel, cmdPolicyReplace) that the FSM

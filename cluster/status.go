@@ -53,13 +53,6 @@ func (n *Node) RaftSnapshotStatus() status.RaftSnapshots {
 	return st
 }
 
-// StateNanos is the time of the replicated state: the clock of the last
-// applied entry. Reads of the engine outside the log (metrics) must use it
-// rather than the wall clock: a read moves a shard's clock forward, and a
-// shard ahead of the log applies later entries at a time the log does not
-// say, so the replicas diverge.
-func (n *Node) StateNanos() int64 { return n.fsm.now.Load() }
-
 // ExpiredKeys counts the keys the background sweep has dropped.
 func (n *Node) ExpiredKeys() int64 { return n.expired.Load() }
 

@@ -115,7 +115,8 @@ func TestHugeFrameAnnouncementCostsNoMemory(t *testing.T) {
 	t.Logf("%d connections announcing %d MiB each: %d KiB allocated per connection (all goroutines), closed after %v",
 		conns, maxFrame>>20, perConn>>10, took.Round(time.Millisecond))
 	// The reader's 64 KiB buffer plus one 64 KiB chunk, and some slack
-	// for Raft's own work meanwhile; the old code allocated 64 MiB.
+	// for Raft's own work meanwhile; a reader that trusted the length would
+	// allocate 64 MiB.
 	if perConn > 512<<10 {
 		t.Errorf("%d KiB allocated per connection announcing a 64 MiB frame, want well under 1 MiB", perConn>>10)
 	}

@@ -5,6 +5,22 @@ import (
 	"testing"
 )
 
+// CountKinds, a test helper, counts the keys whose state is not empty at
+// nowNanos, by kind (index Kind; KindNone stays 0). Scaled token buckets
+// and queues (Request.Scaled) count as KindGCRA and KindShape. It walks
+// every shard's table on the shard's goroutine, like Len: O(keys).
+func (e *Engine) CountKinds(ctx context.Context, nowNanos int64) ([NumKinds]int, error) {
+	per := make([][NumKinds]int, len(e.shards))
+	err := e.onEach(ctx, func(i int, s *shard) { per[i] = s.countKinds(nowNanos) })
+	var total [NumKinds]int
+	for _, p := range per {
+		for k, n := range p {
+			total[k] += n
+		}
+	}
+	return total, err
+}
+
 func TestCountKinds(t *testing.T) {
 	e := New(3)
 	defer e.Close()

@@ -86,9 +86,6 @@ func (e *Engine) Close() {
 	})
 }
 
-// Shards reports the number of shards.
-func (e *Engine) Shards() int { return len(e.shards) }
-
 // ShardOf returns the shard index that owns key: FNV-1a 64, unseeded, so
 // every process agrees. A key with a hash tag, as in Redis Cluster, is
 // placed by its tag alone: when the key holds a '{' and, later, a '}' with
@@ -173,8 +170,8 @@ func (e *Engine) Do(ctx context.Context, nowNanos int64, reqs []Request, res []R
 // (len(reqs) when there is none). A group on one shard is listed as ^i (i
 // its first request's index), and its shard's job is marked: the shard
 // applies the whole group when it reaches it. Do lists batches without
-// groups itself, in one pass that costs a load and an OR per request more
-// than it used to.
+// groups itself, in one pass whose only cost for groups is a load and an OR
+// per request (tiers, to see whether the batch holds one).
 func (e *Engine) split(b *batch, reqs []Request, from int) int {
 	n := len(e.shards)
 	for i := from; i < len(reqs); i++ {

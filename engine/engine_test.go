@@ -13,6 +13,9 @@ import (
 	"time"
 )
 
+// Shards, a test helper, reports the number of shards.
+func (e *Engine) Shards() int { return len(e.shards) }
+
 // Named instants. Every engine test passes time explicitly: t0 plus steps.
 const (
 	t0  = int64(1_700_000_000_000_000_000)
@@ -542,8 +545,8 @@ func TestBugDoWithCancelledContextMayApplyAndReturnNil(t *testing.T) {
 // the context ends while a shard still has the batch queued, Do returns
 // but the shard later reads reqs (and the Key bytes, which the Request
 // contract lets alias the caller's buffer "until Do returns") and writes
-// res. A caller that reuses its buffers after Do returns (resp reuses the
-// connection's read buffer) gets its results overwritten and a decision
+// res. A caller that reuses its buffers after Do returns (the server reuses
+// the connection's read buffer) gets its results overwritten and a decision
 // applied to whatever bytes the buffer holds by then: here a key the
 // caller never sent is created. Do must not return while a shard may still
 // touch reqs or res (wait for sent jobs, or copy what the shards need).

@@ -11,7 +11,7 @@ import (
 // Memory limits: the engine's side of maxmemory.
 //
 // The engine never measures memory (that would make replicas disagree): a
-// caller that does (resp's monitor standalone, the Raft leader's in a
+// caller that does (the memory monitor standalone, the Raft leader's in a
 // cluster) turns the no-create mode on and off and asks for evictions,
 // and in a cluster writes both into the log, so every replica makes the
 // same decisions in the same order.

@@ -43,7 +43,7 @@ const (
 	// Kinds 6 and 7 never leave the package: they are the slot kinds of
 	// GCRA and SHAPE state kept with the parameters it was last charged
 	// under (Request.Scaled, scaled.go). Records, TYPE, OpTTL and
-	// CountKinds show them as KindGCRA and KindShape.
+	// countKinds show them as KindGCRA and KindShape.
 	kindGCRAScaled  Kind = 6
 	kindShapeScaled Kind = 7
 )
@@ -83,7 +83,7 @@ const MaxLimit = int64(1) << 60
 // a key never holds more than MaxLogLimit*8 bytes (800 KB) of log.
 const MaxLogLimit = 100_000
 
-// Sentinel errors. The resp package maps them to wire text.
+// Sentinel errors. The server package maps them to wire text.
 var (
 	ErrWrongType     = errors.New("wrong kind of state for this key")
 	ErrBadCapacity   = errors.New("capacity must be a positive integer")

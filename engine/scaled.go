@@ -11,7 +11,7 @@ import "math/bits"
 // writes therefore keeps the state in a scaledState, with the interval
 // and limit it was charged under, and gives the slot the kind
 // kindGCRAScaled or kindShapeScaled (which TYPE, OpTTL, records and
-// CountKinds show as KindGCRA and KindShape; every GCRA or SHAPE request
+// countKinds show as KindGCRA and KindShape; every GCRA or SHAPE request
 // works on them).
 //
 // The rule: a request whose (Interval, Limit) differ from the stored ones

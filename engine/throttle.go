@@ -8,7 +8,7 @@ import "math"
 // tau = T*Limit the decision is the one in gcra.go, and the state is the
 // same KindGCRA TAT, so a key limited through one command is limited through
 // the others. For the reply [limited, limit, remaining, retry_after_s,
-// reset_after_s] the resp layer writes limited = !Allowed, Limit,
+// reset_after_s] the server package writes limited = !Allowed, Limit,
 // Remaining, RetryAfter rounded up to whole seconds (or -1 when allowed or
 // when RetryAfter is -1) and ResetAfter rounded up to whole seconds.
 

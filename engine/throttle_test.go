@@ -17,7 +17,7 @@ func algCeilSec(ns int64) int64 {
 	return (ns + algSec - 1) / algSec
 }
 
-// algThrottleReply is the five-field reply the resp layer writes:
+// algThrottleReply is the five-field reply the server package writes:
 // [limited, limit, remaining, retry_after_s, reset_after_s].
 func algThrottleReply(r engine.Result) [5]int64 {
 	limited, retry := int64(0), int64(-1)

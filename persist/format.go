@@ -325,9 +325,6 @@ func (e *Encoder) Close() error {
 	return err
 }
 
-// Count is the number of records written so far.
-func (e *Encoder) Count() uint64 { return e.count }
-
 // Bytes is the number of bytes written to the underlying writer so far.
 func (e *Encoder) Bytes() int64 { return e.written }
 
@@ -616,9 +613,6 @@ func (d *Decoder) trailer(at int64) error {
 	d.done = true
 	return nil
 }
-
-// Count is the number of records decoded so far (whole blocks).
-func (d *Decoder) Count() uint64 { return d.count }
 
 // Decode reads a whole snapshot. It returns the records only when the
 // whole stream checked out: on an error, no records.

@@ -15,8 +15,8 @@
 // A Store holds the policies in force. Reads (Get, Resolve) load one
 // atomic pointer to an immutable set, so they are cheap and safe from any
 // number of goroutines; writes copy the set. The policies are part of the
-// replicated and saved state: the resp package changes them directly when
-// running alone, the cluster's FSM when it applies a log entry.
+// replicated and saved state: the standalone backend changes them directly
+// when running alone, the cluster's FSM when it applies a log entry.
 //
 // Resolve turns (policy, key, cost) into an engine.Request marked Scaled:
 // the engine keeps the parameters with the state and rescales it when a
@@ -44,7 +44,7 @@ const (
 	MaxNameLen = 64
 )
 
-// Errors. The resp package maps them (and the engine's validation errors,
+// Errors. The server package maps them (and the engine's validation errors,
 // returned as they are) to wire text.
 var (
 	ErrUnknown     = errors.New("unknown policy")
@@ -67,15 +67,6 @@ var kinds = []struct {
 	{"SLIDING", window(engine.Sliding)},
 	{"LOG", window(engine.Log)},
 	{"SHAPE", bucket(engine.Shape)},
-}
-
-// Kinds lists the policy kinds' words.
-func Kinds() []string {
-	out := make([]string, len(kinds))
-	for i, k := range kinds {
-		out[i] = k.word
-	}
-	return out
 }
 
 // Policy is one named policy. It is immutable once made by Parse.
@@ -155,7 +146,7 @@ func Parse(words []string) (*Policy, error) {
 	return nil, ErrUnknownKind
 }
 
-// The parsers follow the resp package's argument parsing byte for byte:
+// The parsers follow the server package's argument parsing byte for byte:
 // integers as Redis reads them (no '+', at most 20 bytes), floats as
 // strconv reads them, out-of-range floats as infinities.
 

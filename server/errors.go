@@ -109,7 +109,7 @@ func engineErrorText(err error) string {
 	if t, ok := backendErrorText(err); ok {
 		return t
 	}
-	// Named policies (issue 9): see the block at the end of this file.
+	// Named policies: see the block at the end of this file.
 	if t, ok := policyErrorText(err); ok {
 		return t
 	}
@@ -197,7 +197,7 @@ func sanitize(b []byte, n int) string {
 	return string(out)
 }
 
-// Named policies and RL.CHECK (policy_cmd.go, issue 9).
+// Named policies and RL.CHECK (policy_cmd.go).
 
 const (
 	errNoPolicies     = "ERR this server keeps no policies"

@@ -382,64 +382,6 @@ func renderCheck(s *Server, r *replier, reqs []engine.Request, names [][]byte, r
 	return 0, 1, reqs[decider].Key, false
 }
 
-// batchTiered adds a tiered command's requests and policy names to the
-// pending batch.
-func (s *Server) batchTiered(c *client, cmd *command, args [][]byte) {
-	first := len(c.reqs)
-	for len(c.names) < first {
-		c.names = append(c.names, nil)
-	}
-	var errText string
-	c.reqs, c.names, errText = cmd.tiered(c.reqs, c.names, args)
-	if errText != "" {
-		c.reqs = c.reqs[:first]
-		c.names = c.names[:first]
-	}
-	c.pending = append(c.pending, pendingReply{cmd: cmd, first: first, n: len(c.reqs) - first, errText: errText})
-}
-
-// doBatch sends the pending requests to the backend: through DoPolicies
-// when one of them names a policy.
-func (s *Server) doBatch(ctx context.Context, c *client) error {
-	if len(c.names) == 0 {
-		return s.backend.Do(ctx, c.reqs, c.res)
-	}
-	pb := s.policies()
-	if pb == nil {
-		// No policies here: every policy is unknown, the rest runs.
-		out, idx := noPolicies.ResolveBatch(c.reqs, c.names, c.res)
-		tmp := make([]engine.Result, len(out))
-		if err := s.backend.Do(ctx, out, tmp); err != nil {
-			return err
-		}
-		for k, i := range idx {
-			c.res[i] = tmp[k]
-		}
-		return nil
-	}
-	return pb.DoPolicies(ctx, c.reqs, c.names, c.res)
-}
-
-// noPolicies resolves batches on a server that keeps no policies.
-var noPolicies = policy.NewStore()
-
-// renderTieredReply writes a tiered command's reply from its part of the
-// batch and counts it.
-func (s *Server) renderTieredReply(c *client, p pendingReply, t *connTally) (allowed, denied int64) {
-	names := c.names[p.first : p.first+p.n]
-	a, d, deniedKey, failed := p.cmd.renderTiered(s, &c.rep, c.reqs[p.first:p.first+p.n], names, c.res[p.first:p.first+p.n])
-	if failed {
-		t.failed++
-		return 0, 0
-	}
-	t.allowed += a
-	t.denied += d
-	if deniedKey != nil {
-		c.st.deny(deniedKey)
-	}
-	return a, d
-}
-
 // writePolicyInfo writes INFO's policies section: the number of policies,
 // then per policy its decisions on this node (allowed: checks in which
 // every tier allowed, charged unless COST 0; denied: checks its tier

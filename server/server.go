@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -489,11 +488,6 @@ func refuse(nc net.Conn, text string) {
 	nc.Close()
 }
 
-// testRemoteIP, set only by tests (RLSERVER_TEST_REMOTE_IP), is a
-// loopback address that protected mode treats as another host's, so the
-// tests exercise it without leaving the loopback interface.
-var testRemoteIP = net.ParseIP(os.Getenv("RLSERVER_TEST_REMOTE_IP"))
-
 func isLoopback(a net.Addr) bool {
 	var ip net.IP
 	if ta, ok := a.(*net.TCPAddr); ok {
@@ -501,93 +495,10 @@ func isLoopback(a net.Addr) bool {
 	} else if host, _, err := net.SplitHostPort(a.String()); err == nil {
 		ip = net.ParseIP(host)
 	}
-	if ip == nil || testRemoteIP != nil && ip.Equal(testRemoteIP) {
+	if ip == nil || testRemote(ip) {
 		return false
 	}
 	return ip.IsLoopback()
-}
-
-// reply queues an error reply in order with the pending batch.
-func (s *Server) reply(c *client, errText string) {
-	c.pending = append(c.pending, pendingReply{errText: errText})
-}
-
-// flushBatch sends the pending requests to the backend in one call and
-// writes every pending reply in order.
-func (s *Server) flushBatch(c *client) {
-	if len(c.pending) == 0 {
-		return
-	}
-	var batchErr error
-	if len(c.reqs) > 0 {
-		if cap(c.res) < len(c.reqs) {
-			c.res = make([]engine.Result, len(c.reqs), 2*len(c.reqs))
-		}
-		c.res = c.res[:len(c.reqs)]
-		batchErr = s.doBatch(context.Background(), c)
-	}
-	var allowed, denied int64
-	for _, p := range c.pending {
-		var t *connTally
-		if p.cmd != nil {
-			t = c.st.at(p.cmd.id)
-			t.calls++
-		}
-		switch {
-		case p.errText != "":
-			c.rep.error(p.errText)
-		case batchErr != nil:
-			c.rep.error(engineErrorText(batchErr))
-		case p.cmd.renderTiered != nil:
-			a, d := s.renderTieredReply(c, p, t)
-			allowed += a
-			denied += d
-			continue
-		default:
-			res := c.res[p.first : p.first+p.n]
-			if err := firstErr(res); err != nil {
-				c.rep.error(engineErrorText(err))
-				break
-			}
-			a, d := p.cmd.render(&c.rep, res)
-			allowed += a
-			denied += d
-			t.allowed += a
-			t.denied += d
-			if d > 0 {
-				c.st.deny(c.reqs[p.first].Key)
-			}
-			continue
-		}
-		if t != nil {
-			t.failed++
-		}
-	}
-	if allowed > 0 {
-		s.Stats.Allowed.Add(allowed)
-	}
-	if denied > 0 {
-		s.Stats.Denied.Add(denied)
-	}
-	if last := c.pending[len(c.pending)-1].cmd; last != nil {
-		c.mu.Lock()
-		c.lastCmd = last.name
-		c.mu.Unlock()
-	}
-	clear(c.reqs) // drop references to the connection's buffers
-	c.reqs = c.reqs[:0]
-	clear(c.names)
-	c.names = c.names[:0]
-	c.pending = c.pending[:0]
-}
-
-func firstErr(res []engine.Result) error {
-	for i := range res {
-		if res[i].Err != nil {
-			return res[i].Err
-		}
-	}
-	return nil
 }
 
 func appendLower(dst, src []byte) []byte {

@@ -88,8 +88,6 @@ func wantHeaders(t *testing.T, w *httptest.ResponseRecorder, want map[string]str
 	}
 }
 
-func secs(d time.Duration) string { return strconv.FormatInt(seconds(d), 10) }
-
 // Headers are exact at the boundaries: full, one left, none left, denied.
 func TestHeadersExactAtTheBoundaries(t *testing.T) {
 	s := rltest.Start(t, serverBin)

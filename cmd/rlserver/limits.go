@@ -91,7 +91,7 @@ func (o limitOptions) apply(cfg *server.Config) {
 	cfg.MaxKeyLen = o.maxKeyLen
 	cfg.PartialTimeout = o.partialTimeout
 	if o.partialTimeout == 0 {
-		cfg.PartialTimeout = -1 // resp: negative means no limit
+		cfg.PartialTimeout = -1 // server.Config: negative means no limit
 	}
 	cfg.ProtectedMode = o.protectedMode
 	protected := "no"

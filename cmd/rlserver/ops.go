@@ -50,12 +50,6 @@ func (o opsOptions) check() error {
 	return nil
 }
 
-// envName is the environment variable of a flag: RL_ and the name in upper
-// case with '-' as '_'.
-func envName(flagName string) string {
-	return "RL_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
-
 // configPath finds --config on the command line (it wins) or RL_CONFIG,
 // before the flags are parsed, since the file's values must be set first.
 func configPath(args []string) string {
@@ -119,14 +113,14 @@ func newLogger(w io.Writer, format string, level *slog.LevelVar) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// opsState is what CONFIG SET changes outside resp.
+// opsState is what CONFIG SET changes outside the server package.
 type opsState struct {
 	level *slog.LevelVar
 	snaps *snapshots // nil in cluster mode
 }
 
-// configSet applies a CONFIG SET of a setting that lives outside resp; ok
-// is false for a name it does not handle.
+// configSet applies a CONFIG SET of a setting that lives outside the
+// server package; ok is false for a name it does not handle.
 func (st *opsState) configSet(name, value string) (ok bool, err error) {
 	switch name {
 	case "loglevel", "log-level":

@@ -6,10 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/rlserver/rlserver/cluster"
@@ -64,21 +62,13 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-// crashEnv names a test-only environment variable: when it is "1", the
-// process kills itself (SIGKILL) during its first save, after the new
-// snapshot is written and synced to its temporary file and before the
-// rename, as a crash mid-save would.
-const crashEnv = "RLSERVER_TEST_CRASH_BEFORE_RENAME"
-
 // openSnapshots loads the snapshot in dir into eng and starts saving.
 func openSnapshots(o persistOptions, dir string, eng *engine.Engine, log *slog.Logger) (*snapshots, error) {
 	store, err := persist.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("data folder %s: %v", dir, err)
 	}
-	if os.Getenv(crashEnv) == "1" {
-		store.BeforeRename = func(string) { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
-	}
+	crashBeforeRename(store)
 	st, err := store.Load(context.Background(), eng, time.Now().UnixNano())
 	switch {
 	case err == nil:

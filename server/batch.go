@@ -1,0 +1,185 @@
+package server
+
+import (
+	"context"
+
+	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/policy"
+)
+
+// The batch step: a pipeline's limiter commands are answered together,
+// with one call to the Backend.
+//
+// One RL.ALLOW, from the socket to the shard and back:
+//
+//  1. server.go: Server.Serve accepts the connection through the guard
+//     (GuardListener, guard.go) and runs Server.serveConn, the read loop.
+//  2. conn.go: conn.readPipeline returns every command the client has sent
+//     so far: one pipeline.
+//  3. server.go: Server.handle runs the pipeline as one batch, calling
+//     Server.process per command, which finds the command in the table
+//     (lookup, table.go), checks its arity (command.arityOK), the user's
+//     ACL (Server.checkACL, acl.go), its key's length (Server.checkKeys)
+//     and whether writes are refused (Server.refusesWrite, persist_cmd.go).
+//  4. limiter.go: the rl.allow entry's batch function,
+//     batchBucket(engine.TokenBucket, false), parses key capacity rate
+//     [cost] into an engine.Request; process appends it to client.reqs
+//     and its pendingReply (client.go) to client.pending.
+//  5. batch.go: when the pipeline ends (or before a command that is not
+//     batched), Server.flushBatch calls Server.doBatch, which hands every
+//     pending request to the Backend in one call, Backend.Do:
+//     standalone, Standalone.Do (standalone.go) reads the clock once and
+//     calls engine.Engine.Do; clustered, cluster.Node.Do and
+//     Node.DoPolicies (cluster/node.go, cluster/policy.go) submit the
+//     batch to the group commit (cluster/batch.go), whose Raft entry the
+//     FSM (cluster/fsm.go) applies to the engine on every replica.
+//  6. batch.go: Server.flushBatch then writes the pending replies in
+//     order; RL.ALLOW's render function, renderDecisionMs (limiter.go),
+//     writes [allowed, remaining, retry_after_ms, reset_after_ms] through
+//     the client's replier (reply.go), and serveConn flushes the
+//     connection once per pipeline.
+//
+// RL.CHECK (policy_cmd.go) takes the same path through its tiered
+// functions: batchTiered in step 4, DoPolicies in step 5 and
+// renderTieredReply in step 6.
+
+// reply queues an error reply in order with the pending batch.
+func (s *Server) reply(c *client, errText string) {
+	c.pending = append(c.pending, pendingReply{errText: errText})
+}
+
+// batchTiered adds a tiered command's requests and policy names to the
+// pending batch.
+func (s *Server) batchTiered(c *client, cmd *command, args [][]byte) {
+	first := len(c.reqs)
+	for len(c.names) < first {
+		c.names = append(c.names, nil)
+	}
+	var errText string
+	c.reqs, c.names, errText = cmd.tiered(c.reqs, c.names, args)
+	if errText != "" {
+		c.reqs = c.reqs[:first]
+		c.names = c.names[:first]
+	}
+	c.pending = append(c.pending, pendingReply{cmd: cmd, first: first, n: len(c.reqs) - first, errText: errText})
+}
+
+// flushBatch sends the pending requests to the backend in one call and
+// writes every pending reply in order.
+func (s *Server) flushBatch(c *client) {
+	if len(c.pending) == 0 {
+		return
+	}
+	var batchErr error
+	if len(c.reqs) > 0 {
+		if cap(c.res) < len(c.reqs) {
+			c.res = make([]engine.Result, len(c.reqs), 2*len(c.reqs))
+		}
+		c.res = c.res[:len(c.reqs)]
+		batchErr = s.doBatch(context.Background(), c)
+	}
+	var allowed, denied int64
+	for _, p := range c.pending {
+		var t *connTally
+		if p.cmd != nil {
+			t = c.st.at(p.cmd.id)
+			t.calls++
+		}
+		switch {
+		case p.errText != "":
+			c.rep.error(p.errText)
+		case batchErr != nil:
+			c.rep.error(engineErrorText(batchErr))
+		case p.cmd.renderTiered != nil:
+			a, d := s.renderTieredReply(c, p, t)
+			allowed += a
+			denied += d
+			continue
+		default:
+			res := c.res[p.first : p.first+p.n]
+			if err := firstErr(res); err != nil {
+				c.rep.error(engineErrorText(err))
+				break
+			}
+			a, d := p.cmd.render(&c.rep, res)
+			allowed += a
+			denied += d
+			t.allowed += a
+			t.denied += d
+			if d > 0 {
+				c.st.deny(c.reqs[p.first].Key)
+			}
+			continue
+		}
+		if t != nil {
+			t.failed++
+		}
+	}
+	if allowed > 0 {
+		s.Stats.Allowed.Add(allowed)
+	}
+	if denied > 0 {
+		s.Stats.Denied.Add(denied)
+	}
+	if last := c.pending[len(c.pending)-1].cmd; last != nil {
+		c.mu.Lock()
+		c.lastCmd = last.name
+		c.mu.Unlock()
+	}
+	clear(c.reqs) // drop references to the connection's buffers
+	c.reqs = c.reqs[:0]
+	clear(c.names)
+	c.names = c.names[:0]
+	c.pending = c.pending[:0]
+}
+
+// doBatch sends the pending requests to the backend: through DoPolicies
+// when one of them names a policy.
+func (s *Server) doBatch(ctx context.Context, c *client) error {
+	if len(c.names) == 0 {
+		return s.backend.Do(ctx, c.reqs, c.res)
+	}
+	pb := s.policies()
+	if pb == nil {
+		// No policies here: every policy is unknown, the rest runs.
+		out, idx := noPolicies.ResolveBatch(c.reqs, c.names, c.res)
+		tmp := make([]engine.Result, len(out))
+		if err := s.backend.Do(ctx, out, tmp); err != nil {
+			return err
+		}
+		for k, i := range idx {
+			c.res[i] = tmp[k]
+		}
+		return nil
+	}
+	return pb.DoPolicies(ctx, c.reqs, c.names, c.res)
+}
+
+// noPolicies resolves batches on a server that keeps no policies.
+var noPolicies = policy.NewStore()
+
+// renderTieredReply writes a tiered command's reply from its part of the
+// batch and counts it.
+func (s *Server) renderTieredReply(c *client, p pendingReply, t *connTally) (allowed, denied int64) {
+	names := c.names[p.first : p.first+p.n]
+	a, d, deniedKey, failed := p.cmd.renderTiered(s, &c.rep, c.reqs[p.first:p.first+p.n], names, c.res[p.first:p.first+p.n])
+	if failed {
+		t.failed++
+		return 0, 0
+	}
+	t.allowed += a
+	t.denied += d
+	if deniedKey != nil {
+		c.st.deny(deniedKey)
+	}
+	return a, d
+}
+
+func firstErr(res []engine.Result) error {
+	for i := range res {
+		if res[i].Err != nil {
+			return res[i].Err
+		}
+	}
+	return nil
+}
