@@ -337,7 +337,7 @@ const (
 // longer than 20 bytes before its "\r\n", and "+1", "01" and "-0" are invalid.
 // N <= 0 is a frame with no elements; it passes and the reader skips it.
 // A bulk whose L bytes are not followed by "\r\n" is an invalid bulk length,
-// as in redcon.
+// as Redis refuses it.
 //
 // A violation is reported at the first byte that makes the frame invalid:
 // a header digit that takes N above maxArgs or L above maxBulk, for example,

@@ -13,9 +13,11 @@ import (
 // One RL.ALLOW, from the socket to the shard and back:
 //
 //  1. server.go: Server.Serve accepts the connection through the guard
-//     (GuardListener, guard.go) and runs Server.serveConn, the read loop.
-//  2. conn.go: conn.readPipeline returns every command the client has sent
-//     so far: one pipeline.
+//     on the byte stream (resp.GuardListener, resp/guard.go) and runs
+//     Server.serveConn, the read loop.
+//  2. resp/reader.go: the connection's resp.Reader, ReadCommands, returns
+//     every command the client has sent so far, as slices of its buffer:
+//     one pipeline.
 //  3. server.go: Server.handle runs the pipeline as one batch, calling
 //     Server.process per command, which finds the command in the table
 //     (lookup, table.go), checks its arity (command.arityOK), the user's
@@ -28,16 +30,16 @@ import (
 //  5. batch.go: when the pipeline ends (or before a command that is not
 //     batched), Server.flushBatch calls Server.doBatch, which hands every
 //     pending request to the Backend in one call, Backend.Do:
-//     standalone, Standalone.Do (standalone.go) reads the clock once and
-//     calls engine.Engine.Do; clustered, cluster.Node.Do and
+//     standalone, standalone.Backend.Do (standalone/standalone.go) reads
+//     the clock once and calls engine.Engine.Do; clustered, cluster.Node.Do and
 //     Node.DoPolicies (cluster/node.go, cluster/policy.go) submit the
 //     batch to the group commit (cluster/batch.go), whose Raft entry the
 //     FSM (cluster/fsm.go) applies to the engine on every replica.
 //  6. batch.go: Server.flushBatch then writes the pending replies in
 //     order; RL.ALLOW's render function, renderDecisionMs (limiter.go),
 //     writes [allowed, remaining, retry_after_ms, reset_after_ms] through
-//     the client's replier (reply.go), and serveConn flushes the
-//     connection once per pipeline.
+//     the client's replier (reply.go) into the connection's resp.Writer
+//     (resp/writer.go), and serveConn flushes it once per pipeline.
 //
 // RL.CHECK (policy_cmd.go) takes the same path through its tiered
 // functions: batchTiered in step 4, DoPolicies in step 5 and
