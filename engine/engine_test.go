@@ -696,8 +696,7 @@ func (m *refModel) apply(now int64, o refOp) Result {
 		return Result{}
 	case OpTTL:
 		if live {
-			st := m.keys[o.key]
-			return Result{Value: ceilMilli(st.at+st.debt) - now, Kind: KindGCRA}
+			return Result{Value: max(d, 1), Kind: KindGCRA}
 		}
 		return Result{Value: -2}
 	}

@@ -417,12 +417,11 @@ func TestTokenBucketClockLimit(t *testing.T) {
 		{"at MaxNow", MaxNow, k(1), Result{Allowed: true, Limit: 1, ResetAfter: sec}},
 		{"later is clamped", MaxNow + 5*sec, k(1), Result{Limit: 1, RetryAfter: sec, ResetAfter: sec}},
 		{"MaxInt64 is clamped", math.MaxInt64, k(1), Result{Limit: 1, RetryAfter: sec, ResetAfter: sec}},
-		// The key lasts until its TAT rounded up to a millisecond.
-		{"ttl", math.MaxInt64, keyReq(OpTTL, "k"), Result{Value: ceilMilli(MaxNow+sec) - MaxNow, Kind: KindGCRA}},
+		{"ttl", math.MaxInt64, keyReq(OpTTL, "k"), Result{Value: sec, Kind: KindGCRA}},
 		{"longest tau", math.MaxInt64, big(1 << 60), Result{Allowed: true, Limit: 1 << 60, ResetAfter: 1 << 60}},
 		{"longest tau denied", math.MaxInt64, big(1 << 60), Result{Limit: 1 << 60, RetryAfter: 1 << 60, ResetAfter: 1 << 60}},
 		{"longest tau, huge cost", math.MaxInt64, big(math.MaxInt64), Result{Limit: 1 << 60, RetryAfter: -1, ResetAfter: 1 << 60}},
-		{"longest tau ttl", math.MaxInt64, keyReq(OpTTL, "big"), Result{Value: ceilMilli(MaxNow+1<<60) - MaxNow, Kind: KindGCRA}},
+		{"longest tau ttl", math.MaxInt64, keyReq(OpTTL, "big"), Result{Value: 1 << 60, Kind: KindGCRA}},
 	})
 }
 
@@ -613,7 +612,7 @@ func TestTokenBucketKeyLastsToWholeMillisecond(t *testing.T) {
 	runScript(t, e, []scriptRow{
 		{"a call leaves 1 µs of debt", t0, k(1), Result{Allowed: true, Limit: 1, ResetAfter: us}},
 		{"the key is there 2 µs later", t0 + 2*us, keyReq(OpExists, "k"), Result{Value: 1}},
-		{"with the rest of its millisecond to live", t0 + 2*us, keyReq(OpTTL, "k"), Result{Value: ms - 2*us, Kind: KindGCRA}},
+		{"with a TTL of 1 ns (PTTL 1)", t0 + 2*us, keyReq(OpTTL, "k"), Result{Value: 1, Kind: KindGCRA}},
 		{"and a full bucket", t0 + 2*us, k(0), Result{Allowed: true, Limit: 1, Remaining: 1}},
 		{"1 ns before the millisecond ends", t0 + ms - 1, keyReq(OpExists, "k"), Result{Value: 1}},
 		{"gone when it ends", t0 + ms, keyReq(OpExists, "k"), Result{}},

@@ -108,21 +108,27 @@ func (s *shard) lookup(key []byte, h uint64) (int, bool) {
 	return i, true
 }
 
-// expiresAt is the time at which the state of kind k in value v (a
-// slot's) is empty again. A token bucket's key lasts until its TAT
-// rounded up to a whole millisecond, as Redis's GCRA sets PXAT: between
-// the TAT and that instant the bucket is full, so every decision is the
-// one a missing key gets, but EXISTS and PTTL see the key for at least
-// the millisecond in which a call left state.
+// expiresAt is the time at which the key of kind k with value v (a
+// slot's) is dropped: when its state is empty again (emptyAt), except
+// that a token bucket's key lasts until that time rounded up to a whole
+// millisecond, as Redis's GCRA sets PXAT. Between the two the bucket is
+// full, so every decision is the one a missing key gets, but EXISTS and
+// PTTL see the key in the millisecond in which a call left state.
 func (s *shard) expiresAt(k Kind, v int64) int64 {
 	switch k {
-	case KindGCRA:
-		return ceilMilli(v)
-	case KindShape:
+	case KindGCRA, kindGCRAScaled:
+		return ceilMilli(s.emptyAt(k, v))
+	}
+	return s.emptyAt(k, v)
+}
+
+// emptyAt is the time at which the state of kind k in value v (a slot's)
+// is empty again.
+func (s *shard) emptyAt(k Kind, v int64) int64 {
+	switch k {
+	case KindGCRA, KindShape:
 		return v
-	case kindGCRAScaled:
-		return ceilMilli(s.scaled.vals[v].val)
-	case kindShapeScaled:
+	case kindGCRAScaled, kindShapeScaled:
 		return s.scaled.vals[v].val
 	case KindFixed:
 		return s.fixed.vals[v].end
@@ -267,7 +273,9 @@ func (s *shard) apply(r *Request, out *Result) {
 		out.Value = -2
 		if i, ok := s.lookup(r.Key, hashKey(r.Key)); ok {
 			sl := &s.tab.slots[i]
-			out.Value = s.expiresAt(sl.kind(), sl.val) - s.now
+			// Until the state is empty; a key held to the end of its
+			// millisecond after that reports 1 ns (PTTL 1).
+			out.Value = max(s.emptyAt(sl.kind(), sl.val)-s.now, 1)
 			out.Kind = sl.kind().visible()
 		}
 	default:
