@@ -160,14 +160,14 @@ func Parse(src []byte, requirePass string, known func(name string) bool) (*ACL, 
 			return nil, fmt.Errorf("line %d: unbalanced quotes", n)
 		}
 		if !strings.EqualFold(string(argv[0]), "user") {
-			return nil, fmt.Errorf("line %d: expected 'user <name> [rules...]', got %q", n, sanitize(argv[0], 64))
+			return nil, fmt.Errorf("line %d: expected 'user <name> [rules...]', got %q", n, Sanitize(argv[0], 64))
 		}
 		if len(argv) < 2 {
 			return nil, fmt.Errorf("line %d: a user needs a name", n)
 		}
 		name := string(argv[1])
 		if !validUserName(name) {
-			return nil, fmt.Errorf("line %d: invalid user name %q: use printable characters, no spaces", n, sanitize(argv[1], 64))
+			return nil, fmt.Errorf("line %d: invalid user name %q: use printable characters, no spaces", n, Sanitize(argv[1], 64))
 		}
 		if first, dup := lineOf[name]; dup {
 			return nil, fmt.Errorf("line %d: user '%s' is already defined on line %d", n, name, first)
@@ -209,9 +209,10 @@ func validUserName(s string) bool {
 	return s != ""
 }
 
-// sanitize returns at most n bytes of b with control characters as
-// spaces, for quoting client input in errors.
-func sanitize(b []byte, n int) string {
+// Sanitize returns at most n bytes of b with control characters and DEL
+// as spaces, for quoting untrusted input inside a one-line error or log
+// line. The command layer uses it for its wire error texts too.
+func Sanitize(b []byte, n int) string {
 	if len(b) > n {
 		b = b[:n]
 	}

@@ -268,3 +268,21 @@ func FuzzParseACL(f *testing.F) {
 		}
 	})
 }
+
+func TestSanitize(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"", 8, ""},
+		{"plain", 8, "plain"},
+		{"a\r\nb\x00c\x7fd\te", 64, "a  b c d e"},
+		{"abcdef", 3, "abc"},
+		{"\xff\xfe~", 8, "\xff\xfe~"}, // bytes from 0x80 stay
+	} {
+		if got := Sanitize([]byte(tc.in), tc.n); got != tc.want {
+			t.Errorf("Sanitize(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}

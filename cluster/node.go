@@ -599,13 +599,7 @@ func (n *Node) Sweep(ctx context.Context, interval time.Duration, budget int) {
 		if now == 0 {
 			continue
 		}
-		for range 100 {
-			examined, dropped, err := n.fsm.eng.Sweep(ctx, now, budget)
-			n.expired.Add(int64(dropped))
-			if err != nil || dropped*4 <= examined {
-				break
-			}
-		}
+		n.expired.Add(int64(n.fsm.eng.SweepWave(ctx, func() int64 { return now }, budget)))
 	}
 }
 

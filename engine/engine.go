@@ -406,3 +406,22 @@ func (e *Engine) Sweep(ctx context.Context, nowNanos int64, budget int) (examine
 	}
 	return examined, dropped, err
 }
+
+// SweepRounds is the most sweeps SweepWave runs in a row.
+const SweepRounds = 100
+
+// SweepWave sweeps (Sweep) again at once while more than a quarter of the
+// keys examined had expired, at most SweepRounds times, as Redis's active
+// expiry does: an expiry wave is reclaimed quickly without long stalls.
+// now gives each sweep's time in nanoseconds (the engine reads no clock);
+// SweepWave returns the keys dropped and stops at the first error.
+func (e *Engine) SweepWave(ctx context.Context, now func() int64, budget int) (dropped int) {
+	for range SweepRounds {
+		ex, dr, err := e.Sweep(ctx, now(), budget)
+		dropped += dr
+		if err != nil || dr*4 <= ex {
+			break
+		}
+	}
+	return dropped
+}

@@ -1006,3 +1006,40 @@ func TestShardOfHashTags(t *testing.T) {
 		t.Errorf("1000 tags use only %d of %d shards", len(seen), n)
 	}
 }
+
+// TestSweepWave checks when SweepWave sweeps again: while more than a
+// quarter of the keys examined had expired, at most SweepRounds times,
+// with now read once per sweep.
+func TestSweepWave(t *testing.T) {
+	e := newEngine(t, 4)
+	ctx := context.Background()
+	const keys = 1000 // about 250 per shard: more than SweepRounds each
+	reqs := make([]Request, keys)
+	for i := range reqs {
+		reqs[i] = bucket(t, fmt.Sprintf("k:%d", i), 10, 1, 1) // TTL 1s
+	}
+	if err := e.Do(ctx, t0, reqs, make([]Result, keys)); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	at := func(ns int64) func() int64 {
+		return func() int64 { calls++; return ns }
+	}
+
+	// Nothing expired: one sweep.
+	if dr := e.SweepWave(ctx, at(t0+sec-1), 1); dr != 0 || calls != 1 {
+		t.Fatalf("before expiry: dropped %d in %d sweeps, want 0 in 1", dr, calls)
+	}
+	// Every key expired, budget 1 per shard: each sweep drops one key per
+	// shard, and the wave stops after SweepRounds sweeps.
+	calls = 0
+	if dr := e.SweepWave(ctx, at(t0+5*sec), 1); dr != SweepRounds*e.Shards() || calls != SweepRounds {
+		t.Fatalf("expiry wave: dropped %d in %d sweeps, want %d in %d", dr, calls, SweepRounds*e.Shards(), SweepRounds)
+	}
+	// A large budget drops the rest, then a sweep that drops nothing ends
+	// the wave.
+	calls = 0
+	if dr := e.SweepWave(ctx, at(t0+5*sec), 1<<20); dr != keys-SweepRounds*e.Shards() || calls != 2 {
+		t.Fatalf("rest: dropped %d in %d sweeps, want %d in 2", dr, calls, keys-SweepRounds*e.Shards())
+	}
+}

@@ -57,11 +57,6 @@ func init() {
 	)
 }
 
-const (
-	errRangePositive = "ERR value is out of range, must be positive"
-	errRangeOneToMax = "ERR value is out of range, value must between 1 and 9223372036854775807"
-)
-
 // batchThrottle parses `key max_burst count_per_period period [quantity]`,
 // all integers, period in seconds, as redis-cell does.
 func batchThrottle(_ *argMemo, reqs []engine.Request, args [][]byte) ([]engine.Request, string) {
@@ -124,7 +119,7 @@ func batchGCRA(_ *argMemo, reqs []engine.Request, args [][]byte) ([]engine.Reque
 			return reqs, errSyntax
 		}
 		if len(args) == 6 {
-			return reqs, "ERR Missing TOKENS value"
+			return reqs, errGCRAMissingTokens
 		}
 		if tokens, ok = parseInt(args[6]); !ok {
 			return reqs, errNotInteger

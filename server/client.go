@@ -188,7 +188,7 @@ func cmdClientList(s *Server, c *client, args [][]byte) outcome {
 	case len(args) == 4 && equalFold(args[2], "type"):
 		match, ok := clientTypeMatches(args[3])
 		if !ok {
-			c.rep.error("ERR Unknown client type '" + sanitize(args[3], 64) + "'")
+			c.rep.error(unknownClientType(args[3]))
 			return cmdOK
 		}
 		if match {
@@ -199,7 +199,7 @@ func cmdClientList(s *Server, c *client, args [][]byte) outcome {
 		for _, a := range args[3:] {
 			id, ok := parseInt(a)
 			if !ok {
-				c.rep.error("ERR Invalid client ID")
+				c.rep.error(errInvalidClientID)
 				return cmdOK
 			}
 			ids = append(ids, id)
@@ -271,25 +271,25 @@ func cmdClientKill(s *Server, c *client, args [][]byte) outcome {
 			case equalFold(args[i], "id"):
 				n, ok := parseInt(v)
 				if !ok || n < 1 {
-					c.rep.error("ERR client-id should be greater than 0")
+					c.rep.error(errClientIDPositive)
 					return cmdOK
 				}
 				id = n
 			case equalFold(args[i], "maxage"):
 				n, ok := parseInt(v)
 				if !ok {
-					c.rep.error("ERR maxage is not an integer or out of range")
+					c.rep.error(errMaxAgeNotInteger)
 					return cmdOK
 				}
 				if n <= 0 {
-					c.rep.error("ERR maxage should be greater than 0")
+					c.rep.error(errMaxAgePositive)
 					return cmdOK
 				}
 				maxAge = n
 			case equalFold(args[i], "type"):
 				match, ok := clientTypeMatches(v)
 				if !ok {
-					c.rep.error("ERR Unknown client type '" + sanitize(v, 64) + "'")
+					c.rep.error(unknownClientType(v))
 					return cmdOK
 				}
 				typeOK = match
@@ -299,7 +299,7 @@ func cmdClientKill(s *Server, c *client, args [][]byte) outcome {
 				laddr = v
 			case equalFold(args[i], "user"):
 				if s.acl.users[string(v)] == nil {
-					c.rep.error("ERR No such user '" + sanitize(v, 64) + "'")
+					c.rep.error(noSuchUser(v))
 					return cmdOK
 				}
 				user = v
@@ -345,7 +345,7 @@ func cmdClientKill(s *Server, c *client, args [][]byte) outcome {
 	}
 	if len(args) == 3 {
 		if killed == 0 {
-			c.rep.error("ERR No such client")
+			c.rep.error(errNoSuchClient)
 		} else {
 			c.rep.conn.WriteString("OK")
 		}

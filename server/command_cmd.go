@@ -65,17 +65,17 @@ func commandCommand() *command {
 			handler: func(_ *Server, c *client, args [][]byte) outcome {
 				cmd := commands[strings.ToLower(string(args[2]))]
 				if cmd == nil {
-					c.rep.error("ERR Invalid command specified")
+					c.rep.error(errGetKeysUnknown)
 					return cmdOK
 				}
 				cargs := args[2:]
 				if !cmd.arityOK(len(cargs)) {
-					c.rep.error("ERR Invalid number of arguments specified for command")
+					c.rep.error(errGetKeysArity)
 					return cmdOK
 				}
 				keys := keyArgs(cmd, cargs)
 				if len(keys) == 0 {
-					c.rep.error("ERR The command has no key arguments")
+					c.rep.error(errGetKeysNoKeys)
 					return cmdOK
 				}
 				c.rep.conn.WriteArray(len(keys))

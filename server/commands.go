@@ -118,7 +118,7 @@ func (s *Server) authenticate(user, pass []byte) *aclUser {
 	u := s.acl.authenticate(user, pass)
 	if u == nil {
 		s.Stats.AuthFailures.Add(1)
-		s.warn("auth", "authentication failed", "user", sanitize(user, 64))
+		s.warn("auth", "authentication failed", "user", acl.Sanitize(user, 64))
 	}
 	return u
 }
@@ -153,7 +153,7 @@ func cmdHello(s *Server, c *client, args [][]byte) outcome {
 	if len(args) >= 2 {
 		v, ok := parseInt(args[1])
 		if !ok {
-			c.rep.error("ERR Protocol version is not an integer or out of range")
+			c.rep.error(errProtoNotInteger)
 			return cmdOK
 		}
 		if v != 2 && v != 3 {
@@ -180,7 +180,7 @@ func cmdHello(s *Server, c *client, args [][]byte) outcome {
 			}
 			i++
 		default:
-			c.rep.error("ERR Syntax error in HELLO option '" + sanitize(args[i], 128) + "'")
+			c.rep.error(helloBadOption(args[i]))
 			return cmdOK
 		}
 	}
@@ -287,8 +287,6 @@ func cmdFlushAll(s *Server, c *client, args [][]byte) outcome {
 
 // CLIENT
 
-const errClientName = "ERR Client names cannot contain spaces, newlines or special characters."
-
 func validClientName(b []byte) bool {
 	for _, c := range b {
 		if c < '!' || c > '~' {
@@ -328,7 +326,7 @@ func clientCommand() *command {
 		}),
 		sub("client", "setinfo", 4, []string{"noscript", "loading", "stale"}, "Sets information specific to the client or connection.", func(_ *Server, c *client, args [][]byte) outcome {
 			if !validClientName(args[3]) {
-				c.rep.error("ERR " + strings.ToUpper(string(args[2])) + " cannot contain spaces, newlines or special characters.")
+				c.rep.error(badClientInfo(args[2]))
 				return cmdOK
 			}
 			c.mu.Lock()
@@ -339,7 +337,7 @@ func clientCommand() *command {
 			case equalFold(args[2], "lib-ver"):
 				c.libVer = string(args[3])
 			default:
-				c.rep.error("ERR Unrecognized option '" + sanitize(args[2], 128) + "'")
+				c.rep.error(unknownClientInfo(args[2]))
 				return cmdOK
 			}
 			c.rep.conn.WriteString("OK")

@@ -159,14 +159,6 @@ func (s *Server) checkSetting(key, value string) (why string, own bool) {
 	return "", true
 }
 
-func errConfigSetFailed(name, why string) string {
-	return "ERR CONFIG SET failed (possibly related to argument '" + sanitize([]byte(name), 64) + "') - " + why
-}
-
-func errUnknownSetting(name string) string {
-	return "ERR Unknown option or number of arguments for CONFIG SET - '" + sanitize([]byte(name), 64) + "'"
-}
-
 func configResetStatCommand() *command {
 	return &command{name: "config|resetstat", arity: 2, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"},
 		summary: "Resets the server's statistics that INFO reports (the /metrics counters keep counting).", group: "server", since: "2.0.0",
@@ -217,7 +209,7 @@ func (s *Server) configSet(name, value string) string {
 			return s.unknownSetting(name, failed)
 		}
 		if err != nil {
-			return failed(sanitize([]byte(err.Error()), 200))
+			return configSetRefused(name, err)
 		}
 	}
 	switch key {

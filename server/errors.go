@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rlserver/rlserver/acl"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/policy"
 )
@@ -54,6 +55,94 @@ const (
 	errNoPermKey    = ErrCodeNoPerm + " No permissions to access a key"
 	errOOM          = "OOM command not allowed when used memory > 'maxmemory'."
 	errHelloNoAuth  = ErrCodeNoAuth + " HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
+)
+
+// GCRA and the other algorithms' arguments (algorithms.go): Redis 8.8's
+// texts for GCRA.
+const (
+	errRangePositive     = "ERR value is out of range, must be positive"
+	errRangeOneToMax     = "ERR value is out of range, value must between 1 and 9223372036854775807"
+	errGCRAMissingTokens = "ERR Missing TOKENS value"
+)
+
+// Connections and keys (server.go).
+const errMaxClients = "ERR max number of clients reached"
+
+func keyTooLong(n int, limit int64) string {
+	return "ERR key is too long: " + strconv.Itoa(n) + " bytes, the limit is " +
+		strconv.FormatInt(limit, 10) + " (max-key-len)"
+}
+
+// HELLO and CLIENT (commands.go, client.go): Redis's texts.
+const (
+	errProtoNotInteger  = "ERR Protocol version is not an integer or out of range"
+	errClientName       = "ERR Client names cannot contain spaces, newlines or special characters."
+	errInvalidClientID  = "ERR Invalid client ID"
+	errClientIDPositive = "ERR client-id should be greater than 0"
+	errMaxAgeNotInteger = "ERR maxage is not an integer or out of range"
+	errMaxAgePositive   = "ERR maxage should be greater than 0"
+	errNoSuchClient     = "ERR No such client"
+)
+
+func helloBadOption(opt []byte) string {
+	return "ERR Syntax error in HELLO option '" + acl.Sanitize(opt, 128) + "'"
+}
+
+// badClientInfo is CLIENT SETINFO's refusal of a value, naming the
+// option as given, upper-cased.
+func badClientInfo(opt []byte) string {
+	return "ERR " + strings.ToUpper(string(opt)) + " cannot contain spaces, newlines or special characters."
+}
+
+func unknownClientInfo(opt []byte) string {
+	return "ERR Unrecognized option '" + acl.Sanitize(opt, 128) + "'"
+}
+
+func unknownClientType(typ []byte) string {
+	return "ERR Unknown client type '" + acl.Sanitize(typ, 64) + "'"
+}
+
+func noSuchUser(name []byte) string {
+	return "ERR No such user '" + acl.Sanitize(name, 64) + "'"
+}
+
+// COMMAND GETKEYS (command_cmd.go): Redis's texts.
+const (
+	errGetKeysUnknown = "ERR Invalid command specified"
+	errGetKeysArity   = "ERR Invalid number of arguments specified for command"
+	errGetKeysNoKeys  = "ERR The command has no key arguments"
+)
+
+// CONFIG SET (config_cmd.go): Redis's texts; why is the reason a value is
+// refused.
+func errConfigSetFailed(name, why string) string {
+	return "ERR CONFIG SET failed (possibly related to argument '" + acl.Sanitize([]byte(name), 64) + "') - " + why
+}
+
+// configSetRefused is CONFIG SET's reply when Config.ConfigSet refuses a
+// value: the refusal's text is the reason, so it must be written for
+// clients (cmd/rlserver's settings are).
+func configSetRefused(name string, err error) string {
+	return errConfigSetFailed(name, acl.Sanitize([]byte(err.Error()), 200))
+}
+
+func errUnknownSetting(name string) string {
+	return "ERR Unknown option or number of arguments for CONFIG SET - '" + acl.Sanitize([]byte(name), 64) + "'"
+}
+
+// Snapshots and SHUTDOWN (persist_cmd.go).
+const (
+	// errMisconf is Redis's MISCONF reply (shared.bgsaveerr), with
+	// rlserver's snapshot where Redis names its RDB, so clients and
+	// operators that look for MISCONF recognise it.
+	errMisconf = "MISCONF rlserver is configured to save snapshots, but it's currently unable to persist to disk. " +
+		"Commands that may modify the data set are disabled, because this instance is configured to report errors during writes " +
+		"if snapshotting fails (stop-writes-on-bgsave-error option). Please check the rlserver log for details about the snapshot error."
+	errNoPersistence  = "ERR this server keeps no snapshots (in cluster mode Raft takes them)"
+	errSaveFailed     = "ERR snapshot save failed: see the server log"
+	errBgsaveRunning  = "ERR Background save already in progress"
+	errShutdownFailed = "ERR Errors trying to SHUTDOWN. Check logs."
+	errNoShutdown     = "ERR No shutdown in progress."
 )
 
 // ErrorCode returns the code of an error reply's text: its first word
@@ -139,7 +228,7 @@ func noPerm(u *aclUser, c *command) string {
 }
 
 func unknownCategory(cat []byte) string {
-	return "ERR Unknown category '" + sanitize(cat, 128) + "'"
+	return "ERR Unknown category '" + acl.Sanitize(cat, 128) + "'"
 }
 
 func wrongArity(fullname string) string {
@@ -147,7 +236,7 @@ func wrongArity(fullname string) string {
 }
 
 func unknownSubcommand(sub []byte, cmd string) string {
-	return "ERR unknown subcommand '" + sanitize(sub, 128) + "'. Try " + cmd + " HELP."
+	return "ERR unknown subcommand '" + acl.Sanitize(sub, 128) + "'. Try " + cmd + " HELP."
 }
 
 // unknownCommand is Redis's text for a command it does not know, byte for
@@ -179,22 +268,6 @@ func unknownCommand(args [][]byte) string {
 		}
 	}
 	return string(s)
-}
-
-// sanitize makes b safe inside a one-line error: at most n bytes,
-// control characters and newlines replaced by spaces.
-func sanitize(b []byte, n int) string {
-	if len(b) > n {
-		b = b[:n]
-	}
-	out := make([]byte, len(b))
-	for i, c := range b {
-		if c < ' ' || c == 0x7f {
-			c = ' '
-		}
-		out[i] = c
-	}
-	return string(out)
 }
 
 // Named policies and RL.CHECK (policy_cmd.go).
@@ -256,9 +329,9 @@ func policyCmdErrorText(err error) string {
 }
 
 func duplicateTierKey(key []byte) string {
-	return "ERR key '" + sanitize(key, 128) + "' appears twice in one RL.CHECK"
+	return "ERR key '" + acl.Sanitize(key, 128) + "' appears twice in one RL.CHECK"
 }
 
 func unknownPolicy(name []byte) string {
-	return "ERR unknown policy '" + sanitize(name, 128) + "'"
+	return "ERR unknown policy '" + acl.Sanitize(name, 128) + "'"
 }

@@ -43,13 +43,6 @@ type WriteStopper interface {
 	StopWritesOnSaveError() bool
 }
 
-// errMisconf is Redis's MISCONF reply (shared.bgsaveerr), with
-// rlserver's snapshot where Redis names its RDB, so clients and
-// operators that look for MISCONF recognise it.
-const errMisconf = "MISCONF rlserver is configured to save snapshots, but it's currently unable to persist to disk. " +
-	"Commands that may modify the data set are disabled, because this instance is configured to report errors during writes " +
-	"if snapshotting fails (stop-writes-on-bgsave-error option). Please check the rlserver log for details about the snapshot error."
-
 // refusesWrite reports whether cmd must get errMisconf: a command flagged
 // write while the backend stops writes after a failed save. Reads (RL.PEEK,
 // PTTL, INFO...) and PING still work: a health check that PINGs should
@@ -58,14 +51,6 @@ const errMisconf = "MISCONF rlserver is configured to save snapshots, but it's c
 func (s *Server) refusesWrite(cmd *command) bool {
 	return s.stopper != nil && s.stopper.StopWrites() && hasFlag(cmd, "write")
 }
-
-const (
-	errNoPersistence  = "ERR this server keeps no snapshots (in cluster mode Raft takes them)"
-	errSaveFailed     = "ERR snapshot save failed: see the server log"
-	errBgsaveRunning  = "ERR Background save already in progress"
-	errShutdownFailed = "ERR Errors trying to SHUTDOWN. Check logs."
-	errNoShutdown     = "ERR No shutdown in progress."
-)
 
 func init() {
 	register(

@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,7 +67,8 @@ type Config struct {
 	Settings      map[string]string // CONFIG GET answers: setting name -> value
 	// ConfigSet applies a CONFIG SET the edge does not handle itself
 	// (log level, save interval); handled is false for a setting it does
-	// not know. Nil: only the edge's own settings can change.
+	// not know. err's text is sent to the client as the reason CONFIG SET
+	// failed. Nil: only the edge's own settings can change.
 	ConfigSet func(name, value string) (handled bool, err error)
 	Logger    *slog.Logger // lifecycle and rate-limited client warnings; nil: none
 
@@ -229,7 +229,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.mu.Unlock()
 			s.Stats.RejectedConnections.Add(1)
 			s.warn("maxclients", "connection refused: maxclients reached", "client", nc.RemoteAddr().String(), "maxclients", s.MaxClients())
-			refuseAsync(nc, "ERR max number of clients reached")
+			refuseAsync(nc, errMaxClients)
 			continue
 		}
 		s.conns[c] = struct{}{}
@@ -472,8 +472,7 @@ func (s *Server) checkKeys(cmd *command, args [][]byte) string {
 	first, last, step := cmd.keyRange(args)
 	for i := first; i <= last && i < len(args); i += step {
 		if limit := s.maxKeyLen.Load(); int64(len(args[i])) > limit {
-			return "ERR key is too long: " + strconv.Itoa(len(args[i])) + " bytes, the limit is " +
-				strconv.FormatInt(limit, 10) + " (max-key-len)"
+			return keyTooLong(len(args[i]), limit)
 		}
 	}
 	return ""

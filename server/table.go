@@ -85,11 +85,11 @@ var byID []*command
 func register(cmds ...*command) {
 	for _, c := range cmds {
 		if _, dup := commands[c.name]; dup {
-			panic("resp: duplicate command " + c.name)
+			panic("server: duplicate command " + c.name)
 		}
 		batched := c.batch != nil || c.tiered != nil
 		if batched == (c.handler != nil) || (c.batch != nil) != (c.render != nil) || (c.tiered != nil) != (c.renderTiered != nil) {
-			panic("resp: command " + c.name + " needs either batch+render or handler")
+			panic("server: command " + c.name + " needs either batch+render or handler")
 		}
 		commands[c.name] = c
 		addID(c)

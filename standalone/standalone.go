@@ -44,9 +44,8 @@ func (b *Backend) Flush(ctx context.Context) error { return b.eng.Flush(ctx) }
 
 // Sweep drops expired keys in the background until ctx ends: every
 // interval it examines a bounded sample (budget) per shard, and keeps
-// going at once while more than a quarter of the sample had expired (as
-// Redis's active expiry does), so an expiry wave is reclaimed quickly
-// without long stalls. ExpiredKeys counts the keys it drops.
+// going at once while many had expired (engine.Engine.SweepWave), each
+// sweep at the wall clock's time. ExpiredKeys counts the keys it drops.
 func (b *Backend) Sweep(ctx context.Context, interval time.Duration, budget int) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -56,13 +55,7 @@ func (b *Backend) Sweep(ctx context.Context, interval time.Duration, budget int)
 			return
 		case <-t.C:
 		}
-		for range 100 {
-			examined, dropped, err := b.eng.Sweep(ctx, nowNanos(), budget)
-			b.expired.Add(int64(dropped))
-			if err != nil || dropped*4 <= examined {
-				break
-			}
-		}
+		b.expired.Add(int64(b.eng.SweepWave(ctx, nowNanos, budget)))
 	}
 }
 
