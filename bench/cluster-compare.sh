@@ -5,11 +5,12 @@
 # (bench/lua/token_bucket.lua) on free loopback ports in a temporary folder,
 # then runs the same redis-benchmark case against the cluster's leader, a
 # follower (which forwards to the leader) and Redis, alternating, and prints
-# the ratios. Issue 6's target: the replicated throughput at -P 32 at least
-# that of standalone Redis + Lua.
+# the ratios. The target: the replicated throughput at -P 32 at least that
+# of standalone Redis + Lua.
 #
 #   ./bench/cluster-compare.sh               # 3 rounds of 2,000,000 requests
 #   ROUNDS=5 REQUESTS=4000000 ./bench/cluster-compare.sh
+#   RLSERVER_BIN=/tmp/rlserver ./bench/cluster-compare.sh   # a binary built elsewhere
 #
 # Needs Go, redis-server, redis-cli and redis-benchmark. Linux.
 set -euo pipefail
@@ -52,7 +53,11 @@ freeport() {
 }
 
 echo "building rlserver" >&2
-go build -o "$tmp/rlserver" ./cmd/rlserver
+if [ -n "${RLSERVER_BIN:-}" ]; then
+	cp "$RLSERVER_BIN" "$tmp/rlserver"
+else
+	go build -o "$tmp/rlserver" ./cmd/rlserver
+fi
 
 rport=$(freeport)
 redis-server --bind 127.0.0.1 --port "$rport" --dir "$tmp" --save "" --appendonly no \
