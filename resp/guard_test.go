@@ -2,10 +2,11 @@ package resp
 
 import (
 	"bytes"
-	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -118,6 +119,32 @@ func guardRun(lim GuardLimits, chunks [][]byte) (delivered int, line string, atF
 	return delivered, "", v.state == gsFrame
 }
 
+// guardReaderRun runs a Reader over chunks behind a GuardConn with lim
+// (before AUTH if preAuth) and returns the commands it parsed, rendered,
+// and what it wrote to the client. Before AUTH it checks that every batch
+// holds one command.
+func guardReaderRun(lim GuardLimits, preAuth bool, chunks [][]byte) ([]string, string) {
+	fake := connFuzzSource(chunks)
+	g := NewGuardConn(fake, lim)
+	if preAuth {
+		g.Restrict(lim)
+	}
+	rd := NewReader(g, 1<<20)
+	var out []string
+	for {
+		cmds, err := rd.ReadCommands()
+		if err != nil {
+			return out, fake.wrote.String()
+		}
+		if preAuth && len(cmds) != 1 {
+			panic(fmt.Sprintf("before AUTH: a batch of %d commands", len(cmds)))
+		}
+		for _, args := range cmds {
+			out = append(out, connFuzzRender(args))
+		}
+	}
+}
+
 // guardSplits cuts in in one chunk, in one-byte chunks and in n random ways.
 func guardSplits(in []byte, r *rand.Rand, n int) [][][]byte {
 	splits := [][][]byte{{in}}
@@ -160,6 +187,17 @@ func TestGuardValidator(t *testing.T) {
 				if line != tc.err {
 					t.Fatalf("%d chunks: error %q, want %q", len(chunks), line, tc.err)
 				}
+				// The Reader agrees: the commands of the frames before
+				// the offending one, then the same error line.
+				cmds, wrote := guardReaderRun(guardTestLimits, false, chunks)
+				prefix := in
+				if tc.err != "" {
+					prefix = in[:tc.frame]
+				}
+				wantCmds, _ := guardReaderRun(guardTestLimits, false, [][]byte{prefix})
+				if wrote != tc.err || !slices.Equal(cmds, wantCmds) {
+					t.Fatalf("reader, %d chunks: %q, wrote %q; want %q, %q", len(chunks), cmds, wrote, wantCmds, tc.err)
+				}
 				if tc.err == "" {
 					if n != len(in) || atFrame != tc.complete {
 						t.Fatalf("%d chunks: passed %d of %d bytes, at frame start %v, want %v",
@@ -171,6 +209,15 @@ func TestGuardValidator(t *testing.T) {
 				// chunks before the one where the violation shows.
 				if want := max(tc.frame, guardChunkStart(chunks, tc.at)); n != want {
 					t.Fatalf("%d chunks %q: passed %d bytes, want %d", len(chunks), chunks, n, want)
+				}
+			}
+			// The Reader finds the violation at the byte that shows it.
+			if tc.err != "" {
+				if _, wrote := guardReaderRun(guardTestLimits, false, [][]byte{in[:tc.at+1]}); wrote != tc.err {
+					t.Fatalf("reader, %q: wrote %q, want %q", in[:tc.at+1], wrote, tc.err)
+				}
+				if _, wrote := guardReaderRun(guardTestLimits, false, [][]byte{in[:tc.at]}); wrote != "" {
+					t.Fatalf("reader, %q: wrote %q, want nothing yet", in[:tc.at], wrote)
 				}
 			}
 		})
@@ -244,65 +291,83 @@ func (c *guardFakeConn) Read(p []byte) (int, error) {
 
 func (c *guardFakeConn) Write(p []byte) (int, error) { return c.wrote.Write(p) }
 
-func TestGuardConnRead(t *testing.T) {
+// TestGuardReaderStops: the commands before a bad frame are returned
+// (empty reads skipped), then the error line is written once and every
+// later call reports io.EOF.
+func TestGuardReaderStops(t *testing.T) {
 	fake := &guardFakeConn{reads: []string{
 		"", "*1\r\n$1\r\na\r\n*1", "", "", "\r\n$1\r\nb\r\n*1\r\n$x", "\r\n",
 	}}
-	c := &GuardConn{Conn: fake, v: newGuardValidator(guardTestLimits)}
-	p := make([]byte, 64)
+	rd := NewReader(NewGuardConn(fake, guardTestLimits), 1<<20)
 	want := []struct {
-		data string
-		err  error
+		cmd string
+		err error
 	}{
-		{"*1\r\n$1\r\na\r\n*1", nil}, // empty reads are skipped, not returned
-		{"\r\n$1\r\nb\r\n", nil},     // only the frames before the bad one
+		{`"a"`, nil},
+		{`"b"`, nil}, // only the frames before the bad one
 		{"", io.EOF},
 		{"", io.EOF},
 	}
 	for i, w := range want {
-		n, err := c.Read(p)
-		if string(p[:n]) != w.data || !errors.Is(err, w.err) {
-			t.Fatalf("read %d: %q, %v; want %q, %v", i, p[:n], err, w.data, w.err)
+		cmds, err := rd.ReadCommands()
+		got := ""
+		if len(cmds) > 0 {
+			got = connFuzzRender(cmds[0])
+		}
+		if len(cmds) > 1 || got != w.cmd || err != w.err {
+			t.Fatalf("read %d: %d commands (%s), %v; want %s, %v", i, len(cmds), got, err, w.cmd, w.err)
 		}
 	}
 	if got := fake.wrote.String(); got != guardWantBulk {
 		t.Errorf("wrote %q, want %q once", got, guardWantBulk)
 	}
 
-	// A violation in a frame begun in an earlier chunk is reported at once.
+	// A violation in a frame begun in an earlier read is reported at once.
 	fake = &guardFakeConn{reads: []string{"*1\r\n", "$-1\r\n"}}
-	c = &GuardConn{Conn: fake, v: newGuardValidator(guardTestLimits)}
-	if n, err := c.Read(p); n != 4 || err != nil {
-		t.Fatalf("first read: %d, %v", n, err)
-	}
-	if n, err := c.Read(p); n != 0 || err != io.EOF {
-		t.Fatalf("second read: %d, %v; want 0, EOF", n, err)
+	rd = NewReader(NewGuardConn(fake, guardTestLimits), 1<<20)
+	if cmds, err := rd.ReadCommands(); len(cmds) != 0 || err != io.EOF {
+		t.Fatalf("read: %d commands, %v; want none, EOF", len(cmds), err)
 	}
 	if got := fake.wrote.String(); got != guardWantBulk {
 		t.Errorf("wrote %q, want %q", got, guardWantBulk)
 	}
 }
 
-// startGuardServer serves redcon behind the guard on a loopback port. Its
-// handler answers each command with its first argument as a bulk string.
+// startGuardServer serves Reader and Writer behind GuardListener on a
+// loopback port. It answers each command with its first argument as a
+// bulk string.
 func startGuardServer(t *testing.T, lim GuardLimits) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
+	gl := GuardListener(ln, lim)
 	go func() {
-		done <- redcon.Serve(GuardListener(ln, lim), func(conn redcon.Conn, cmd redcon.Command) {
-			conn.WriteBulk(cmd.Args[0])
-		}, nil, nil)
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
+		for {
+			nc, err := gl.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				rd, w := NewReader(nc, int(lim.Normalized().MaxQueryBuffer)), NewWriter(nc)
+				for {
+					cmds, err := rd.ReadCommands()
+					if err != nil {
+						return
+					}
+					for _, args := range cmds {
+						w.WriteBulk(args[0])
+					}
+					if w.Flush() != nil {
+						return
+					}
+				}
+			}()
 		}
-	})
+	}()
+	t.Cleanup(func() { ln.Close() })
 	return ln.Addr().String()
 }
 
@@ -350,7 +415,8 @@ func guardExpect(t *testing.T, c net.Conn, in, want string) {
 }
 
 // TestGuardRedconBulkOverflowPanic pins the redcon v1.6.4 bug where these 26
-// bytes overflow i+size+2 and panic the whole server.
+// bytes overflow i+size+2 and panic the whole server: the Reader refuses
+// them and the server lives on.
 func TestGuardRedconBulkOverflowPanic(t *testing.T) {
 	addr := startGuardServer(t, DefaultGuardLimits())
 	if got := guardExchange(t, addr, "*1\r\n$9223372036854775807\r\n"); got != guardWantBulk {
@@ -477,35 +543,26 @@ func (c *guardLoopConn) Read(p []byte) (int, error) { return copy(p, c.data), ni
 func BenchmarkGuard(b *testing.B) {
 	cmd := "*5\r\n$8\r\nRL.ALLOW\r\n$10\r\nkey:123456\r\n$3\r\n100\r\n$2\r\n10\r\n$1\r\n1\r\n"
 	pipe := []byte(strings.Repeat(cmd, 32))
-	b.Run("feed", func(b *testing.B) {
-		v := newGuardValidator(DefaultGuardLimits())
+	b.Run("parse", func(b *testing.B) {
+		rd := NewReader(NewGuardConn(&guardLoopConn{data: pipe}, DefaultGuardLimits()), 1<<20)
+		rd.buf = make([]byte, 4096)
 		b.SetBytes(int64(len(pipe)))
 		b.ReportAllocs()
 		for b.Loop() {
-			if n, bad := v.feed(pipe); n != len(pipe) || bad != guardOK {
-				b.Fatal(n, bad)
-			}
-		}
-	})
-	b.Run("read", func(b *testing.B) {
-		var c net.Conn = &GuardConn{Conn: &guardLoopConn{data: pipe}, v: newGuardValidator(DefaultGuardLimits())}
-		p := make([]byte, 4096)
-		b.SetBytes(int64(len(pipe)))
-		b.ReportAllocs()
-		for b.Loop() {
-			if n, err := c.Read(p); n != len(pipe) || err != nil {
-				b.Fatal(n, err)
+			rd.start, rd.end = 0, copy(rd.buf, pipe)
+			if cmds := rd.parse(); len(cmds) != 32 {
+				b.Fatal(len(cmds), rd.bad)
 			}
 		}
 	})
 }
 
-// FuzzGuardPreAuth drives a connection restricted to the limits before
-// AUTH, which passes on one frame per Read and keeps the rest for the next
-// one: however the stream is split and whatever the reader's buffer size,
-// every frame before the offending one is passed on, nothing after it, and
-// the error line is the one the plain validator finds (in its
-// "unauthenticated" wording for a count or length over the limit).
+// FuzzGuardPreAuth drives a Reader of a connection restricted to the
+// limits before AUTH, which returns one command at a time: however the
+// stream is split, it returns the commands of every frame before the
+// offending one (as the reference model finds it), nothing after, and
+// writes the error line the model finds (in its "unauthenticated" wording
+// for a count or length over the limit).
 func FuzzGuardPreAuth(f *testing.F) {
 	for _, tc := range guardCases {
 		f.Add([]byte(tc.in), uint64(len(tc.in)))
@@ -514,43 +571,23 @@ func FuzzGuardPreAuth(f *testing.F) {
 	lim := GuardLimits{MaxBulkLen: 16, MaxArgs: 3, MaxInlineLen: 12}
 	f.Fuzz(func(t *testing.T, in []byte, seed uint64) {
 		r := rand.New(rand.NewPCG(seed, 5))
-		frame, line, _ := guardRun(lim, [][]byte{in})
-		line = strings.Replace(line, "invalid multibulk length", "unauthenticated multibulk length", 1)
-		line = strings.Replace(line, "invalid bulk length", "unauthenticated bulk length", 1)
+		v := newGuardValidator(lim)
+		v.preAuth = true
+		frame, line := 0, ""
+		for frame < len(in) {
+			n, bad := v.feed(in[frame:])
+			if bad != guardOK {
+				frame += n
+				line = string(guardErrLine(bad, v.got))
+				break
+			}
+			frame += n
+		}
+		want, _ := guardReaderRun(lim, true, [][]byte{in[:frame]})
 		for _, chunks := range guardSplits(in, r, 4) {
-			reads := make([]string, len(chunks))
-			for i, c := range chunks {
-				reads[i] = string(c)
-			}
-			fc := &guardStreamConn{guardFakeConn{reads: reads}}
-			g := &GuardConn{Conn: fc, v: newGuardValidator(lim)}
-			g.Restrict(lim)
-			var got []byte
-			for range 4*len(in) + 8 {
-				p := make([]byte, 1+r.IntN(len(in)+4))
-				n, err := g.Read(p)
-				got = append(got, p[:n]...)
-				if err != nil {
-					break
-				}
-			}
-			if !bytes.HasPrefix(in, got) || len(got) < frame {
-				t.Fatalf("split %q: passed %q, want a prefix of the input of at least %d bytes", chunks, got, frame)
-			}
-			wrote := fc.wrote.String()
-			if line == "" {
-				if len(got) != len(in) || wrote != "" {
-					t.Fatalf("split %q: passed %d of %d bytes, wrote %q", chunks, len(got), len(in), wrote)
-				}
-				continue
-			}
-			if !strings.Contains(line, "unauthenticated") && wrote != line {
-				// Over-limit texts depend on where the limit is crossed;
-				// other violations must match exactly.
-				t.Fatalf("split %q: wrote %q, want %q", chunks, wrote, line)
-			}
-			if wrote == "" {
-				t.Fatalf("split %q: no error line written (passed %q)", chunks, got)
+			got, wrote := guardReaderRun(lim, true, chunks)
+			if !slices.Equal(got, want) || wrote != line {
+				t.Fatalf("split %q: %q, wrote %q; want %q, %q", chunks, got, wrote, want, line)
 			}
 		}
 	})

@@ -15,7 +15,7 @@ func TestGuardDefaultsManyArgs(t *testing.T) {
 	for range n {
 		b.WriteString("$3\r\nkey\r\n")
 	}
-	nc := &GuardConn{Conn: &fakeNetConn{chunks: []string{b.String()}}, v: newGuardValidator(GuardLimits{})}
+	nc := NewGuardConn(&fakeNetConn{chunks: []string{b.String()}}, GuardLimits{})
 	c := NewReader(nc, int(DefaultGuardLimits().MaxQueryBuffer))
 	cmds, err := c.ReadCommands()
 	if err != nil || len(cmds) != 1 || len(cmds[0]) != n+1 {
@@ -27,7 +27,7 @@ func TestGuardDefaultsManyArgs(t *testing.T) {
 // arguments and sends one reserves nothing for the others: the buffer
 // and the argument slice follow the bytes that arrived.
 func TestGuardClaimedCountCostsNothing(t *testing.T) {
-	nc := &GuardConn{Conn: &fakeNetConn{chunks: []string{"*1000000\r\n$3\r\nDEL\r\n$1\r\nk\r\n"}}, v: newGuardValidator(GuardLimits{})}
+	nc := NewGuardConn(&fakeNetConn{chunks: []string{"*1000000\r\n$3\r\nDEL\r\n$1\r\nk\r\n"}}, GuardLimits{})
 	c := NewReader(nc, int(DefaultGuardLimits().MaxQueryBuffer))
 	cmds, err := c.ReadCommands()
 	if err != io.EOF || len(cmds) != 0 {
@@ -36,11 +36,16 @@ func TestGuardClaimedCountCostsNothing(t *testing.T) {
 	if len(c.buf) > firstChunk || cap(c.argv) > 16 {
 		t.Errorf("buffer %d bytes, argument slice capacity %d: grew for arguments never sent", len(c.buf), cap(c.argv))
 	}
+	// Nor does judging the claimed count allocate.
+	c = NewReader(NewGuardConn(&guardLoopConn{data: []byte("*1000000000\r\n$3\r\nDEL\r\n")}, GuardLimits{MaxArgs: 1 << 30}), 1<<20)
 	allocs := testing.AllocsPerRun(100, func() {
-		v := newGuardValidator(GuardLimits{MaxArgs: 1 << 30})
-		v.feed([]byte("*1000000000\r\n$3\r\nDEL\r\n"))
+		c.start, c.end = 0, copy(c.buf, "*1000000000\r\n$3\r\nDEL\r\n")
+		c.part.count = 0
+		if cmds := c.parse(); cmds != nil || c.bad != guardOK {
+			t.Fatalf("parse: %d commands, %v", len(cmds), c.bad)
+		}
 	})
 	if allocs != 0 {
-		t.Errorf("the guard allocated %v times for a claimed count", allocs)
+		t.Errorf("the reader allocated %v times for a claimed count", allocs)
 	}
 }

@@ -1,6 +1,6 @@
 // Package resp is RESP, the Redis serialization protocol: reading and
-// validating the frames clients send (Reader, behind the framing guard of
-// GuardListener) and writing replies (Writer, AppendInt).
+// validating the frames clients send (Reader, against the limits each of
+// GuardListener's connections holds) and writing replies (Writer, AppendInt).
 package resp
 
 import (
@@ -19,13 +19,15 @@ import (
 // buffer, gathered in one reused slice, and stay valid until the next
 // ReadCommands. A connection therefore allocates nothing per command.
 //
-// Behind a GuardConn the reader runs the guard in lazy mode (guard.go):
-// the reader validates the frames it can vouch for itself and hands the
-// guard the rest, so every frame it parses is well-formed; the parser
-// still checks bounds so that no input can make it panic. Its fields
-// belong to the one goroutine that reads.
+// The Reader is also where framing is validated: every frame it parses
+// is judged, as it is parsed, against the limits of the GuardConn it reads
+// (DefaultGuardLimits for any other connection), with Redis's rules and
+// error texts. The commands before a bad frame are returned first; the
+// next ReadCommands writes the error line to the connection and reports
+// io.EOF. Its fields belong to the one goroutine that reads.
 type Reader struct {
 	nc net.Conn
+	g  *GuardConn // nc, when it holds the limits
 
 	// BeforeRead, when set, is called before each read of the
 	// connection with whether part of a command is buffered (the
@@ -42,13 +44,16 @@ type Reader struct {
 	filled     bool   // the last read filled all the room it had
 	netIn      int    // bytes read not yet taken by TakeBytesRead
 
-	// g is the guard in front of the socket, in lazy mode (guard.go):
-	// buf[:checked] has been validated, by the guard or by parseChecked;
-	// the bytes after it, when there are any, start at a frame boundary
-	// and have not. stop, when >= 0, is where a bad frame starts: nothing
-	// from there on is parsed.
-	g             *GuardConn
-	checked, stop int
+	// part is the progress through the multibulk at buf[start] that is
+	// not complete yet: its count, and how many of its bulks have been
+	// validated. A later parse re-slices those without judging them again,
+	// so a limit that changes meanwhile applies to the bulks that follow,
+	// as it does in Redis. count 0: no frame under way.
+	part struct{ count, done int }
+
+	bad      guardErr // the violation of the frame at buf[start], once found
+	got      byte     // for guardDollar, the byte found instead of '$'
+	reported bool     // the error line has been written
 }
 
 // A connection's read buffer starts at firstChunk bytes, so an idle
@@ -65,14 +70,11 @@ const (
 var ErrQueryBuffer = errors.New("query buffer limit")
 
 // NewReader returns a reader of nc's commands whose pending command may
-// occupy at most maxQuery bytes. When nc is a *GuardConn, the reader
-// takes over validating the frames it parses (lazy mode).
+// occupy at most maxQuery bytes. Frames are validated against the limits
+// nc holds when it is a *GuardConn, else against DefaultGuardLimits.
 func NewReader(nc net.Conn, maxQuery int) *Reader {
-	r := &Reader{nc: nc, buf: make([]byte, firstChunk), maxQuery: maxQuery, stop: -1}
-	if g, ok := nc.(*GuardConn); ok {
-		g.lazy = true
-		r.g = g
-	}
+	r := &Reader{nc: nc, buf: make([]byte, firstChunk), maxQuery: maxQuery}
+	r.g, _ = nc.(*GuardConn)
 	return r
 }
 
@@ -87,15 +89,20 @@ func (r *Reader) TakeBytesRead() int {
 // ReadCommands returns the commands that are complete in the buffer,
 // reading from the connection until at least one is: each command is its
 // arguments, never none. The returned slices are valid until the next
-// call. An inline line whose quotes do not close is returned as a command
-// for which UnbalancedQuotes reports true. The error is the connection's
-// read error, io.EOF after a frame the guard refuses (it has written the
-// error line), or ErrQueryBuffer.
+// call. Before AUTH (GuardConn.Restrict) it returns one command at a time.
+// An inline line whose quotes do not close is returned as a command for
+// which UnbalancedQuotes reports true. The error is the connection's read
+// error, ErrQueryBuffer, or io.EOF after a frame that breaks the framing
+// rules or limits: the commands before that frame have been returned, and
+// this call has written `-ERR <text>\r\n` to the connection (once).
 func (r *Reader) ReadCommands() ([][][]byte, error) {
 	for {
 		cmds := r.parse()
 		if len(cmds) > 0 {
 			return cmds, nil
+		}
+		if r.bad != guardOK {
+			return nil, r.fail()
 		}
 		if err := r.fill(); err != nil {
 			return nil, err
@@ -103,24 +110,21 @@ func (r *Reader) ReadCommands() ([][][]byte, error) {
 	}
 }
 
+// fail writes the error line once and reports the end of the stream. A
+// write error is ignored: the connection is being closed either way.
+func (r *Reader) fail() error {
+	if !r.reported {
+		r.reported = true
+		_, _ = r.nc.Write(guardErrLine(r.bad, r.got))
+	}
+	return io.EOF
+}
+
 // fill reads more bytes, first moving the unparsed tail to the front and
 // growing the buffer when a single command needs more room.
 func (r *Reader) fill() error {
-	if r.stop >= 0 && r.start >= r.stop {
-		// A bad frame is next: the guard writes its error line and
-		// ends the stream.
-		_, err := r.nc.Read(nil)
-		if err == nil {
-			err = io.ErrNoProgress
-		}
-		return err
-	}
 	if r.start > 0 {
 		n := copy(r.buf, r.buf[r.start:r.end])
-		r.checked -= r.start
-		if r.stop >= 0 {
-			r.stop -= r.start
-		}
 		r.start, r.end = 0, n
 	}
 	grow := 0
@@ -141,13 +145,13 @@ func (r *Reader) fill() error {
 	if r.BeforeRead != nil {
 		r.BeforeRead(r.end > r.start)
 	}
+	// A read of nothing without an error is tried again, as bufio does,
+	// a hundred times at most.
 	n, err := r.nc.Read(r.buf[r.end:])
-	r.filled = n == len(r.buf)-r.end
-	if r.g != nil && r.g.raw {
-		r.checked = r.end + r.g.rawFrom
-	} else {
-		r.checked = r.end + n
+	for i := 0; n == 0 && err == nil && i < 100; i++ {
+		n, err = r.nc.Read(r.buf[r.end:])
 	}
+	r.filled = n == len(r.buf)-r.end
 	r.end += n
 	r.netIn += n
 	if n > 0 {
@@ -159,44 +163,41 @@ func (r *Reader) fill() error {
 	return err
 }
 
-// parse splits the complete commands at the front of the buffer.
+// frameLimits are the limits the frames of one parse are judged by.
+type frameLimits struct {
+	maxArgs, maxBulk uint64
+	maxInline        int
+	preAuth          bool // the limits before AUTH: one command at a time
+}
+
+var defaultFrameLimits = toFrameLimits(DefaultGuardLimits(), false)
+
+func toFrameLimits(l GuardLimits, preAuth bool) frameLimits {
+	return frameLimits{uint64(l.MaxArgs), uint64(l.MaxBulkLen), l.MaxInlineLen, preAuth}
+}
+
+// parse validates and splits the complete commands at the front of the
+// buffer, up to a bad frame (r.bad then tells why).
 func (r *Reader) parse() [][][]byte {
 	r.argv = r.argv[:0]
 	r.cmdEnds = r.cmdEnds[:0]
 	r.inline = r.inline[:0]
-	var lim *guardValidator // the guard's limits, read once per batch
-	if r.g != nil && r.checked < r.end {
-		lim = r.g.limits()
+	if r.bad != guardOK {
+		return nil
 	}
-	end := r.end
-	for r.start < end {
-		if r.stop >= 0 {
-			end = r.stop
-			if r.start >= end {
-				break
-			}
-		}
-		if r.start >= r.checked && lim != nil {
-			if r.parseChecked(lim) {
-				r.checked = r.start
-				continue
-			}
-			// A frame parseChecked does not vouch for (incomplete,
-			// inline, unusual or bad): the guard judges it.
-			ok := r.g.check(r.buf[r.checked:r.end])
-			if ok == 0 {
-				r.stop = r.checked
-			}
-			r.checked += ok
-			continue
-		}
+	lim := defaultFrameLimits // read once per batch
+	if r.g != nil {
+		l, preAuth := r.g.limits()
+		lim = toFrameLimits(*l, preAuth)
+	}
+	for r.start < r.end {
 		var ok bool
 		if r.buf[r.start] == '*' {
-			ok = r.parseMultibulk()
+			ok = r.parseMultibulk(&lim)
 		} else {
-			ok = r.parseInline()
+			ok = r.parseInline(&lim)
 		}
-		if !ok {
+		if !ok || lim.preAuth && len(r.cmdEnds) > 0 {
 			break
 		}
 	}
@@ -212,120 +213,195 @@ func (r *Reader) parse() [][][]byte {
 	return r.cmds
 }
 
-// parseMultibulk parses `*N\r\n` and N `$len\r\nbytes\r\n` at r.start.
-// It reports false when the frame is not complete yet.
-func (r *Reader) parseMultibulk() bool {
-	b := r.buf[r.start:r.parseEnd()]
-	n, i, ok := parseLine(b, 1)
-	if !ok {
-		return false
-	}
-	first := len(r.argv)
-	for range n {
-		if i >= len(b) {
-			r.argv = r.argv[:first]
-			return false
-		}
-		size, next, ok := parseLine(b, i+1)
-		if !ok || size < 0 || size > len(b)-next-2 {
-			r.argv = r.argv[:first]
-			return false
-		}
-		r.argv = append(r.argv, b[next:next+size:next+size])
-		i = next + size + 2
-	}
-	r.start += i
-	if n > 0 { // *0 and *-1 are empty frames: skipped, as Redis does
-		r.cmdEnds = append(r.cmdEnds, len(r.argv))
-	}
-	return true
-}
-
-// parseEnd is where parsing stops: the end of the bytes read, or the
-// start of a bad frame.
-func (r *Reader) parseEnd() int {
-	if r.stop >= 0 {
-		return r.stop
-	}
-	return r.end
-}
-
-// parseChecked parses the multibulk frame at r.start, not yet validated,
-// if it is complete and plainly within the guard's limits (v's): a count of 1
-// or more and bulk lengths in canonical form (no sign, no leading zero)
-// within the limits, each bulk followed by "\r\n". Any such frame is
-// one the guard accepts. It reports false, having parsed nothing, for
-// anything else, which the guard then judges.
-func (r *Reader) parseChecked(v *guardValidator) bool {
+// parseMultibulk validates and parses the frame at r.start that begins
+// with '*': a header line `*N\r\n`, then, if N > 0, N bulks `$L\r\n`, L
+// bytes, `\r\n`. N <= 0 is a frame with no elements, skipped as Redis
+// does. It reports true when it consumed the frame, false when the frame
+// is not complete yet or is bad (r.bad is then set). A violation is found
+// at the first byte that shows it, without waiting for the rest of the
+// frame: a count digit that takes N above MaxArgs, for example.
+func (r *Reader) parseMultibulk(lim *frameLimits) bool {
 	b := r.buf[r.start:r.end]
-	if len(b) < 4 || b[0] != '*' || b[1] == '0' {
-		return false
-	}
-	n, i, ok := guardLine(b, 1, v.maxArgs)
-	if !ok {
-		return false
-	}
 	first := len(r.argv)
-	for range n {
-		if i >= len(b) || b[i] != '$' {
+	var n, i, done int
+	if r.part.count > 0 {
+		// Bulks validated by an earlier parse, under the limits then.
+		n, done = r.part.count, r.part.done
+		_, i, _ = parseLine(b, 1)
+		for range done {
+			size, next, _ := parseLine(b, i+1)
+			r.argv = append(r.argv, b[next:next+size:next+size])
+			i = next + size + 2
+		}
+	} else {
+		var st headerStatus
+		n, i, st = header(b, 1, lim.maxArgs, true)
+		if st != headerOK {
+			return r.headerFail(st, true, lim)
+		}
+	}
+	for ; done < n; done++ {
+		if i >= len(b) {
+			r.part.count, r.part.done = n, done
 			r.argv = r.argv[:first]
 			return false
 		}
-		size, next, ok := guardLine(b, i+1, v.maxBulk)
-		end := next + int(size) // size <= 2^40: no overflow
-		if !ok || end+2 > len(b) || b[end] != '\r' || b[end+1] != '\n' {
+		if b[i] != '$' {
+			r.bad, r.got = guardDollar, b[i]
+			r.argv = r.argv[:first]
+			return false
+		}
+		size, next, st := header(b, i+1, lim.maxBulk, false)
+		if st != headerOK {
+			r.part.count, r.part.done = n, done
+			r.argv = r.argv[:first]
+			return r.headerFail(st, false, lim)
+		}
+		end := next + size // size <= 2^40: no overflow
+		if end+2 > len(b) || b[end] != '\r' || b[end+1] != '\n' {
+			// A body not followed by "\r\n" is an invalid bulk length.
+			if end+2 <= len(b) || end < len(b) && b[end] != '\r' {
+				r.bad = guardBulkLen
+			}
+			r.part.count, r.part.done = n, done
 			r.argv = r.argv[:first]
 			return false
 		}
 		r.argv = append(r.argv, b[next:end:end])
 		i = end + 2
 	}
+	r.part.count = 0
 	r.start += i
-	r.cmdEnds = append(r.cmdEnds, len(r.argv))
+	if n > 0 {
+		r.cmdEnds = append(r.cmdEnds, len(r.argv))
+	}
 	return true
 }
 
-// parseLine reads the decimal number in b[from:] up to CRLF and returns it
-// with the index after the CRLF. The guard has validated the framing, so
-// this is a plain digit loop (a header is short); it still refuses
-// anything malformed: an optional '-', 1 to 19 digits within int64, then
-// "\r\n".
-func parseLine(b []byte, from int) (n, next int, ok bool) {
-	i := from
-	neg := i < len(b) && b[i] == '-'
-	if neg {
-		i++
+// headerFail records the violation st of a count (or bulk length) header,
+// if it is one, and reports false.
+func (r *Reader) headerFail(st headerStatus, count bool, lim *frameLimits) bool {
+	switch {
+	case st == headerMore:
+	case st == headerOver && lim.preAuth && count:
+		r.bad = guardUnauthMultibulkLen
+	case st == headerOver && lim.preAuth:
+		r.bad = guardUnauthBulkLen
+	case count:
+		r.bad = guardMultibulkLen
+	default:
+		r.bad = guardBulkLen
 	}
-	start := i
-	var v uint64
-	for ; i < len(b) && i-start < 20; i++ {
-		d := b[i] - '0'
+	return false
+}
+
+// headerStatus is the verdict on a header line.
+type headerStatus uint8
+
+const (
+	headerOK   headerStatus = iota
+	headerMore              // no violation yet, the line is not complete
+	headerBad               // not a number in Redis's form, or past int64
+	headerOver              // a number above the limit
+)
+
+// header reads the number of a header line at b[i:], after its sigil, up
+// to and including its "\r\n", and returns it with the index after the
+// line. Numbers follow Redis's string2ll: "0", or an optional '-' (counts
+// only) then a digit 1-9 then digits, within int64; so "+1", "01" and "-0"
+// are bad, and no valid line is longer than 20 bytes before its "\r\n". A
+// number above lim (at most 2^40) is over, found at the digit that takes
+// it there. A negative count is returned as -1.
+func header(b []byte, i int, lim uint64, count bool) (int, int, headerStatus) {
+	// Fast path: a number in canonical form within lim, and "\r\n".
+	j, n := i, uint64(0)
+	for ; j < len(b); j++ {
+		d := b[j] - '0'
 		if d > 9 {
 			break
 		}
-		v = v*10 + uint64(d) // at most 19 digits: no overflow of uint64
+		if n = n*10 + uint64(d); n > lim { // n <= lim <= 2^40 before: no overflow
+			break
+		}
 	}
-	if i == start || i-start > 19 || i+1 >= len(b) || b[i] != '\r' || b[i+1] != '\n' {
-		return 0, 0, false
+	if n <= lim && j > i && j+1 < len(b) && b[j] == '\r' && b[j+1] == '\n' && (b[i] != '0' || j == i+1) {
+		return int(n), j + 2, headerOK
 	}
-	switch {
-	case neg && v <= 1<<63:
-		n = int(-v)
-	case !neg && v <= 1<<63-1:
-		n = int(v)
-	default:
-		return 0, 0, false
+	return headerSlow(b, i, lim, count)
+}
+
+// headerSlow is header byte by byte, for every other line, valid or not.
+func headerSlow(b []byte, i int, lim uint64, count bool) (int, int, headerStatus) {
+	neg, digits := false, false
+	var n uint64
+	for j := i; j < len(b); j++ {
+		c := b[j]
+		if d := c - '0'; d <= 9 {
+			if digits && n == 0 || d == 0 && neg && !digits {
+				return 0, 0, headerBad // a leading zero, or "-0"
+			}
+			digits = true
+			if neg {
+				if n > (1<<63)/10 {
+					return 0, 0, headerBad
+				}
+				if n = n*10 + uint64(d); n > 1<<63 {
+					return 0, 0, headerBad
+				}
+				continue
+			}
+			if n = n*10 + uint64(d); n > lim {
+				return 0, 0, headerOver
+			}
+			continue
+		}
+		switch {
+		case c == '\r' && digits:
+			switch {
+			case j+1 == len(b):
+				return 0, 0, headerMore
+			case b[j+1] != '\n':
+				return 0, 0, headerBad
+			case neg:
+				return -1, j + 2, headerOK
+			}
+			return int(n), j + 2, headerOK
+		case c == '-' && count && !neg && !digits:
+			neg = true
+		default:
+			return 0, 0, headerBad
+		}
+	}
+	return 0, 0, headerMore
+}
+
+// parseLine reads the decimal number in b[from:] up to CRLF and returns it
+// with the index after the CRLF, for a header line header has accepted.
+func parseLine(b []byte, from int) (n, next int, ok bool) {
+	i := from
+	for ; i < len(b) && b[i] != '\r'; i++ {
+		n = n*10 + int(b[i]-'0')
 	}
 	return n, i + 2, true
 }
 
-// parseInline splits a telnet-style line into arguments, with Redis's
-// quoting rules: "double quotes" with \n \r \t \b \a \\ \" \xHH escapes,
-// 'single quotes' with \' only. An empty line is skipped.
-func (r *Reader) parseInline() bool {
-	b := r.buf[r.start:r.parseEnd()]
+// parseInline validates the line at r.start, which does not begin with '*'
+// (an inline command), and splits it into arguments with Redis's quoting
+// rules: "double quotes" with \n \r \t \b \a \\ \" \xHH escapes, 'single
+// quotes' with \' only. An empty line is skipped. A line longer than
+// MaxInlineLen before its '\n' (counting a '\r') is bad as soon as that
+// many bytes have come. It reports whether it consumed a line.
+func (r *Reader) parseInline(lim *frameLimits) bool {
+	b := r.buf[r.start:r.end]
 	nl := bytes.IndexByte(b, '\n')
 	if nl < 0 {
+		if len(b) > lim.maxInline {
+			r.bad = guardInline
+		}
+		return false
+	}
+	if nl > lim.maxInline {
+		r.bad = guardInline
 		return false
 	}
 	line := b[:nl]

@@ -23,12 +23,11 @@ import (
 //     that ends the stream, do not depend on how the stream was split. This
 //     runs with a roomy query buffer and with a tiny one, so growth and
 //     ErrQueryBuffer are covered too.
-//   - Guarded, as the server runs it, before AUTH (the guard validates
-//     every read) and after (lazy: the reader validates the plain frames
-//     and hands the guard the rest): the guard passes the bytes before the
-//     first bad frame; the reader returns exactly one command per complete
-//     frame among them (none for *0, *-1 and blank inline lines), the
-//     guard writes the same error line in both modes, the stream ends with
+//   - Guarded, with fixed limits and with live ones (lazy): of the bytes
+//     before the first frame the reference model (guard_model_test.go)
+//     refuses, the reader returns exactly one command per complete frame
+//     (none for *0, *-1 and blank inline lines), it writes the model's
+//     error line in both modes, the stream ends with
 //     io.EOF, and each multibulk command is what redcon.Parse makes of that
 //     frame alone. Plain inline lines (no quotes, no tabs) must also agree
 //     with redcon, whose quoting rules differ from Redis's and so are not
@@ -68,11 +67,10 @@ func FuzzConnReader(f *testing.F) {
 			wantWrote = string(guardErrLine(bad, v.got))
 		}
 		for _, chunks := range splits {
-			// Behind a guard that validates every read (before AUTH's
-			// limits apply, as the fuzz limits are set directly), and
-			// behind one in lazy mode, following live limits, where the
-			// reader validates the frames it can and hands the guard the
-			// rest: the same commands, the same error line, then io.EOF.
+			// Behind a guard with fixed limits, and behind one following
+			// live limits: the same commands as the reference model
+			// (guard_model_test.go) passes, the same error line, then
+			// io.EOF.
 			for _, lazy := range []bool{false, true} {
 				got, wrote, err := connFuzzReadGuarded(lim, lazy, chunks)
 				if err != io.EOF {
@@ -178,12 +176,12 @@ func connFuzzRead(maxQuery int, chunks [][]byte) ([]string, error) {
 }
 
 // connFuzzReadGuarded runs the reader over chunks behind a guard with
-// lim, lazy (following live limits, which hold lim) or not, and returns
+// lim, following live limits that hold lim (lazy) or fixed ones, and returns
 // the commands it parsed, what the guard wrote to the client and the error
 // that ended the stream.
 func connFuzzReadGuarded(lim GuardLimits, lazy bool, chunks [][]byte) ([]string, string, error) {
 	fake := connFuzzSource(chunks)
-	g := &GuardConn{Conn: fake, v: newGuardValidator(lim)}
+	g := NewGuardConn(fake, lim)
 	if lazy {
 		var live atomic.Pointer[GuardLimits]
 		live.Store(&lim)
