@@ -12,12 +12,13 @@ import (
 //
 // One RL.ALLOW, from the socket to the shard and back:
 //
-//  1. server.go: Server.Serve accepts the connection through the guard
-//     on the byte stream (resp.GuardListener, resp/guard.go) and runs
-//     Server.serveConn, the read loop.
+//  1. server.go: Server.Serve accepts the connection through
+//     resp.GuardListener (resp/guard.go), which gives it its framing
+//     limits, and runs Server.serveConn, the read loop.
 //  2. resp/reader.go: the connection's resp.Reader, ReadCommands, returns
-//     every command the client has sent so far, as slices of its buffer:
-//     one pipeline.
+//     every command the client has sent so far, as slices of its buffer,
+//     validating each frame against those limits as it parses it: one
+//     pipeline.
 //  3. server.go: Server.handle runs the pipeline as one batch, calling
 //     Server.process per command, which finds the command in the table
 //     (lookup, table.go), checks its arity (command.arityOK), the user's

@@ -11,8 +11,8 @@ import (
 )
 
 // TLS: a Server serves a TLS listener like a plain one (Serve on
-// tls.NewListener(ln, cfg)); the guard wraps the TLS connection, so it
-// validates the plaintext. The handshake runs on the connection's own
+// tls.NewListener(ln, cfg)); the guard wraps the TLS connection, so the
+// reader validates the plaintext. The handshake runs on the connection's own
 // goroutine, first thing, bounded by PartialTimeout: a client that opens a
 // TLS connection and stalls holds a slot no longer than one that stalls
 // inside a command, and never holds up the accept loop.
