@@ -134,6 +134,10 @@ func (n *Node) forwardBatch(ctx context.Context, body []byte, hdr int) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
+	return n.callBatch(ctx, p, body, hdr)
+}
+
+func (n *Node) callBatch(ctx context.Context, p *peerConn, body []byte, hdr int) ([]byte, error) {
 	if !p.noDeadline.Load() {
 		r, err := p.call(ctx, msgBatch3, body)
 		if err != nil || r.status != statusBadRequest {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"testing"
@@ -282,4 +283,79 @@ func TestForwardDeadlineOnTheLeader(t *testing.T) {
 	if got := l.n.LateForwards(); got != 2 {
 		t.Fatalf("late forwards: %d, want 2", got)
 	}
+}
+
+// TestForwardDeadlineFallsBackForOlderLeader: a leader of an older build
+// answers msgBatch3 with statusBadRequest (it appended nothing); the
+// follower then sends the same batch as msgBatch2, and keeps doing so on
+// that connection.
+func TestForwardDeadlineFallsBackForOlderLeader(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	var seen []byte       // message types received
+	var payloads [][]byte // their payloads
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		var proto [1]byte
+		if _, err := io.ReadFull(c, proto[:]); err != nil {
+			return
+		}
+		for {
+			typ, id, payload, err := readFrame(c)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			seen = append(seen, typ)
+			payloads = append(payloads, payload)
+			mu.Unlock()
+			st, body := statusBadRequest, []byte(nil)
+			if typ == msgBatch2 {
+				st, body = statusOK, appendResults(nil, []engine.Result{{Allowed: true, Limit: 1}})
+			}
+			c.Write(appendFrame(nil, msgReply, id, append([]byte{st}, body...)))
+		}
+	}()
+	p, err := dialPeer(raft.ServerAddress(ln.Addr().String()), time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	n := &Node{log: testConfigLogger()}
+	body := appendBatchDeadline(nil, time.Now(), time.Second)
+	hdr := len(body)
+	body = appendRequests2(append(body, 1), []engine.Request{allow(t, "k", 1, 1, 1)}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for range 2 {
+		reply, err := n.callBatch(ctx, p, body, hdr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := decodeResults(reply); err != nil || len(res) != 1 || !res[0].Allowed {
+			t.Fatalf("results %+v %v", res, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if string(seen) != string([]byte{msgBatch3, msgBatch2, msgBatch2}) {
+		t.Fatalf("message types sent: %v, want [msgBatch3 msgBatch2 msgBatch2]", seen)
+	}
+	if string(payloads[1]) != string(body[hdr:]) {
+		t.Fatalf("fallback payload %x, want the msgBatch2 body %x", payloads[1], body[hdr:])
+	}
+}
+
+func testConfigLogger() *slog.Logger {
+	cfg := Config{}
+	cfg.setDefaults()
+	return cfg.Logger
 }
