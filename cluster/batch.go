@@ -38,6 +38,11 @@ type call struct {
 	localOnly bool // forwarded to us: apply here or fail, never forward again
 	state     atomic.Int32
 	done      chan callResult // buffered: the batcher never blocks on it
+
+	// deadline (deadline.go): with localOnly, by which the leader hands the
+	// call to Raft or fails it with errLate (zero: none); otherwise when
+	// the caller stops waiting, sent along when the call is forwarded.
+	deadline time.Time
 }
 
 // callResult gives a call its results: res[off:off+n] of a shared slice.
@@ -99,9 +104,14 @@ func fail(calls []*call, err error) {
 func (n *Node) dispatch(calls []*call, reqs, size int) {
 	switch n.raft.State() {
 	case raft.Leader:
+		now := time.Now()
+		if calls, reqs, size = n.dropLate(calls, reqs, size, now); len(calls) == 0 {
+			<-n.sem
+			return
+		}
 		buf := make([]byte, 0, 24+size)
 		buf = n.wrapNoCreate(buf) // maxmemory (memory.go)
-		buf = appendEntryHeader(buf, cmdBatch2, time.Now().UnixNano())
+		buf = appendEntryHeader(buf, cmdBatch2, now.UnixNano())
 		buf = binary.AppendUvarint(buf, uint64(reqs))
 		for _, c := range calls {
 			buf = append(buf, c.chunk...)
@@ -142,7 +152,27 @@ func (n *Node) dispatch(calls []*call, reqs, size int) {
 			n.plantedAck(fwd, reqs)
 			return
 		}
-		buf := make([]byte, 0, 10+size)
+		// The batch's deadline is the last of its callers' (deadline.go).
+		now := time.Now()
+		var last time.Time
+		for _, c := range fwd {
+			dl := c.deadline
+			if dl.IsZero() {
+				dl = now.Add(n.cfg.CommitTimeout)
+			}
+			if dl.After(last) {
+				last = dl
+			}
+		}
+		if !now.Before(last) {
+			// Every caller has stopped waiting: send nothing.
+			fail(fwd, errNotLeader)
+			<-n.sem
+			return
+		}
+		buf := make([]byte, 0, 30+size)
+		buf = appendBatchDeadline(buf, now, last.Sub(now))
+		hdr := len(buf)
 		buf = binary.AppendUvarint(buf, uint64(reqs))
 		for _, c := range fwd {
 			buf = append(buf, c.chunk...)
@@ -153,7 +183,7 @@ func (n *Node) dispatch(calls []*call, reqs, size int) {
 			// lets a late reply still reach the ones that have not.
 			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.CommitTimeout+time.Second)
 			defer cancel()
-			body, err := n.forward(ctx, msgBatch2, buf)
+			body, err := n.forwardBatch(ctx, buf, hdr)
 			if err != nil {
 				fail(fwd, err)
 				return
@@ -181,8 +211,17 @@ func deliver(calls []*call, res []engine.Result) {
 // retries, through whichever node is leader, while the command is certainly
 // not appended, until ctx ends.
 func (n *Node) submit(ctx context.Context, chunk []byte, count int, localOnly bool) ([]engine.Result, int, error) {
+	return n.submitBy(ctx, chunk, count, localOnly, time.Time{})
+}
+
+// submitBy is submit with the call's deadline (deadline.go): for a
+// localOnly call the leader's deadline (zero: none); otherwise ctx's.
+func (n *Node) submitBy(ctx context.Context, chunk []byte, count int, localOnly bool, deadline time.Time) ([]engine.Result, int, error) {
+	if deadline.IsZero() && !localOnly {
+		deadline, _ = ctx.Deadline()
+	}
 	for {
-		c := &call{chunk: chunk, n: count, localOnly: localOnly, done: make(chan callResult, 1)}
+		c := &call{chunk: chunk, n: count, localOnly: localOnly, deadline: deadline, done: make(chan callResult, 1)}
 		select {
 		case n.calls <- c:
 		case <-ctx.Done():

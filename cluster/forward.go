@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -29,6 +30,7 @@ const (
 	msgJoin   byte = 5 // body: node id, raft address; reply: empty
 	msgRemove byte = 6 // body: node id; reply: empty
 	msgReply  byte = 7 // payload: status, body
+	// msgBatch2, msgPolicy: policy.go; msgBatch3: deadline.go.
 )
 
 // Reply statuses. Append-only.
@@ -39,6 +41,7 @@ const (
 	statusMembership byte = 3 // membership change failed
 	statusNoNode     byte = 4 // remove: no such node
 	statusBadRequest byte = 5 // the message did not decode (not appended)
+	// statusLate: deadline.go.
 )
 
 func appendFrame(dst []byte, typ byte, id uint64, payload []byte) []byte {
@@ -74,6 +77,8 @@ type peerConn struct {
 	pending map[uint64]chan reply
 	dead    bool
 	closed  chan struct{}
+
+	noDeadline atomic.Bool // the peer does not know msgBatch3 (deadline.go)
 }
 
 func dialPeer(addr raft.ServerAddress, timeout time.Duration, tlsCfg *tls.Config) (*peerConn, error) {
@@ -178,7 +183,7 @@ func forwardErr(st byte) error {
 	switch st {
 	case statusOK:
 		return nil
-	case statusNotLeader, statusBadRequest:
+	case statusNotLeader, statusBadRequest, statusLate:
 		return errNotLeader
 	case statusMembership:
 		return ErrMembership
@@ -272,6 +277,8 @@ func (n *Node) handleForward(typ byte, payload []byte) (byte, []byte) {
 			return statusBadRequest, nil
 		}
 		return statusOf(n.changeMembership(ctx, id, "", true)), nil
+	case msgBatch3:
+		return n.handleBatch3(ctx, payload)
 	}
 	// Batches (msgBatch, msgBatch2) and policy changes: policy.go.
 	if status, body, ok := n.handleForward2(ctx, typ, payload); ok {
@@ -361,7 +368,12 @@ func (n *Node) forward(ctx context.Context, typ byte, payload []byte) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
-	r, err := p.call(ctx, typ, payload)
+	return forwardReply(p.call(ctx, typ, payload))
+}
+
+// forwardReply maps the outcome of a forwarded call to the reply body or
+// an error.
+func forwardReply(r reply, err error) ([]byte, error) {
 	if err != nil {
 		if errors.Is(err, errNotLeader) {
 			return nil, err
