@@ -202,6 +202,9 @@ func TestLateForwardIsNeverApplied(t *testing.T) {
 	if got := l.n.LateForwards(); got != 1 {
 		t.Fatalf("late forwards counted: %d, want 1", got)
 	}
+	if got := l.n.ClusterStatus().LateForwards; got != 1 {
+		t.Fatalf("the cluster status (INFO, metrics) shows %d late forwards, want 1", got)
+	}
 	// The forward connection still serves.
 	if r := do(t, f, allow(t, "after", 1, 0.001, 1)); !r.Allowed {
 		t.Fatalf("after the late batch: %+v", r)

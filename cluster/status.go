@@ -20,6 +20,7 @@ func (n *Node) ClusterStatus() status.Cluster {
 		LastLogIndex: n.raft.LastIndex(),
 
 		LeaderChanges: uint64(n.leaderChanges.Load()),
+		LateForwards:  uint64(n.lateForwards.Load()),
 	}
 	if v, err := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64); err == nil {
 		st.SnapshotIndex = v

@@ -153,6 +153,7 @@ var (
 	dRaftSnap    = desc("raft_last_snapshot_index", "Log index of the last Raft snapshot.")
 	dRaftLag     = desc("raft_apply_lag", "Committed log entries not yet applied here (commit index minus applied index).")
 	dRaftLeaders = desc("raft_leader_changes_total", "Leader changes this node observed (elections, hand-offs, losses of the leader).")
+	dRaftLate    = desc("raft_late_forwards_total", "Forwarded batches this node refused as leader because they reached it after their deadline (never appended).")
 	dRaftHasLdr  = desc("raft_has_leader", "1 while this node knows a leader.")
 	dRaftPeers   = desc("raft_peers", "Members in the Raft configuration.")
 )
@@ -226,7 +227,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dBuild, dCommands, dCmdLatency, dPipeLatency, dErrors, dClients, dMaxClients,
 		dConnsRecv, dConnsRej, dAuthFail, dKeys, dExpired, dTop, dPolicy, dSnapSaves, dSnapDuration, dSnapTime, dSnapAge,
 		dSnapBytes, dSnapKeys, dSnapChanges, dSnapRunning, dSnapLastOK, dSnapRefusing, dRaftState, dRaftTerm, dRaftCommit,
-		dRaftApplied, dRaftLast, dRaftSnap, dRaftLag, dRaftLeaders, dRaftHasLdr, dRaftPeers} {
+		dRaftApplied, dRaftLast, dRaftSnap, dRaftLag, dRaftLeaders, dRaftLate, dRaftHasLdr, dRaftPeers} {
 		ch <- d
 	}
 	describeRaftSnapshots(ch)
@@ -329,6 +330,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(dRaftLag, lag)
 		counter(dRaftLeaders, float64(st.LeaderChanges))
+		counter(dRaftLate, float64(st.LateForwards))
 		gauge(dRaftHasLdr, b2f(st.LeaderID != ""))
 		gauge(dRaftPeers, float64(len(st.Nodes)))
 	}

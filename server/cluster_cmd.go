@@ -241,6 +241,7 @@ func (s *Server) writeReplicationInfo(kv func(k string, v any)) {
 	kv("raft_last_log_index", st.LastLogIndex)
 	kv("raft_last_snapshot_index", st.SnapshotIndex)
 	kv("raft_leader_changes", st.LeaderChanges)
+	kv("raft_late_forwards", st.LateForwards)
 	kv("raft_peers", len(st.Nodes))
 	for i, n := range st.Nodes {
 		suffrage := "voter"

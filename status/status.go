@@ -22,6 +22,9 @@ type Cluster struct {
 	SnapshotIndex uint64
 	Nodes         []Node // the configuration, in its order
 	LeaderChanges uint64 // leaders observed since start (elections, hand-offs, losses)
+	// LateForwards counts the forwarded batches this node refused, as
+	// leader, because they reached it after their deadline.
+	LateForwards uint64
 }
 
 // Node is one member of the configuration.
