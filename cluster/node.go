@@ -235,11 +235,12 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 		cleanup()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog)
+	files, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog)
 	if err != nil {
 		cleanup()
 		return nil, fmt.Errorf("cluster: snapshots: %w", err)
 	}
+	snaps := newTidyStore(files, filepath.Join(cfg.Dir, "snapshots"), cfg.Logger)
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
