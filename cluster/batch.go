@@ -181,6 +181,9 @@ func deliver(calls []*call, res []engine.Result) {
 // retries, through whichever node is leader, while the command is certainly
 // not appended, until ctx ends.
 func (n *Node) submit(ctx context.Context, chunk []byte, count int, localOnly bool) ([]engine.Result, int, error) {
+	if n.removed.Load() {
+		return nil, 0, ErrRemoved
+	}
 	for {
 		c := &call{chunk: chunk, n: count, localOnly: localOnly, done: make(chan callResult, 1)}
 		select {

@@ -242,6 +242,7 @@ func (s *Server) writeReplicationInfo(kv func(k string, v any)) {
 	kv("raft_last_snapshot_index", st.SnapshotIndex)
 	kv("raft_leader_changes", st.LeaderChanges)
 	kv("raft_peers", len(st.Nodes))
+	kv("rl_cluster_removed", b01(st.Removed))
 	for i, n := range st.Nodes {
 		suffrage := "voter"
 		if !n.Voter {
