@@ -37,8 +37,8 @@ func TestRemovedNodeRefuses(t *testing.T) {
 	}
 	drain(t, l, "after", 3)
 
-	// The leader removes itself: it steps down, the other node... cannot
-	// elect alone, so only the refusal is checked here.
+	// The leader removes itself: Raft makes it step down once the change is
+	// committed (ShutdownOnRemove is off), and it finds out like a follower.
 	if err := l.n.Remove(context.Background(), l.id); err != nil {
 		t.Fatal(err)
 	}
