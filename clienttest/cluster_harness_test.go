@@ -36,6 +36,7 @@ type cnode struct {
 	srv      *server // the current process; nil while down
 	paused   bool
 	joinVia  string        // start with --join this address instead of --peers
+	args     []string      // this node's own extra flags
 	logs     []*syncBuffer // stderr of every process this node ran
 }
 
@@ -92,7 +93,7 @@ func (c *pcluster) launch(n *cnode) {
 	} else {
 		args = append(args, "--peers", c.peers)
 	}
-	args = append(append(args, clusterArgs...), c.extra...)
+	args = append(append(append(args, clusterArgs...), c.extra...), n.args...)
 	s.cmd = exec.Command(c.bin, args...)
 	s.cmd.Env = cleanEnv()
 	s.cmd.Stdout = s.stdout

@@ -217,6 +217,9 @@ func (n *Node) submit(ctx context.Context, chunk []byte, count int, localOnly bo
 // submitBy is submit with the call's deadline (deadline.go): for a
 // localOnly call the leader's deadline (zero: none); otherwise ctx's.
 func (n *Node) submitBy(ctx context.Context, chunk []byte, count int, localOnly bool, deadline time.Time) ([]engine.Result, int, error) {
+	if n.removed.Load() {
+		return nil, 0, ErrRemoved
+	}
 	if deadline.IsZero() && !localOnly {
 		deadline, _ = ctx.Deadline()
 	}

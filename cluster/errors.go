@@ -36,6 +36,11 @@ var (
 	ErrUnknownOutcome = &Error{"outcome unknown", "UNKNOWN outcome unknown: the command may have been applied and tokens may have been consumed"}
 	// ErrShutdown: this node is shutting down; nothing was appended.
 	ErrShutdown = &Error{"node shutting down", "CLUSTERDOWN this node is shutting down"}
+	// ErrRemoved: this node was removed from the cluster's configuration
+	// (removed.go); nothing was appended. Its code is not one clients retry
+	// on their own: the same node will never accept the command again, so
+	// the client should use another member.
+	ErrRemoved = &Error{"node removed from the cluster", "REMOVED this node was removed from the cluster; send commands to another member"}
 	// ErrMembership: a membership change (join, remove) failed.
 	ErrMembership = &Error{"membership change failed", "ERR cluster membership change failed; check the node id and address and retry"}
 	// ErrUnknownNode: REMOVE named a node that is not a member.

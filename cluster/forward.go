@@ -233,7 +233,7 @@ func statusOf(err error) byte {
 	switch {
 	case err == nil:
 		return statusOK
-	case retryable(err):
+	case retryable(err), errors.Is(err, ErrRemoved):
 		return statusNotLeader
 	case errors.Is(err, ErrMembership):
 		return statusMembership

@@ -148,7 +148,9 @@ type Node struct {
 	conns map[net.Conn]bool // inbound forward connections, closed on Close
 
 	noTransfer bool        // Close skips the leadership hand-off (tests: a crash)
-	shutting   atomic.Bool // Close began: Raft's shutdown errors are expected (hclog.go)
+	shutting   atomic.Bool // Close began or the node was removed: Raft's shutdown errors are expected (hclog.go)
+	removed    atomic.Bool // this node saw itself removed from the configuration (removed.go)
+	listed     atomic.Bool // a committed configuration listed this node (removed.go)
 
 	expired       atomic.Int64 // keys dropped by Sweep (status.go)
 	mem           nodeMemory   // maxmemory (memory.go)
@@ -236,11 +238,12 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 		cleanup()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog)
+	files, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog)
 	if err != nil {
 		cleanup()
 		return nil, fmt.Errorf("cluster: snapshots: %w", err)
 	}
+	snaps := newTidyStore(files, filepath.Join(cfg.Dir, "snapshots"), cfg.Logger)
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
@@ -254,13 +257,14 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.TrailingLogs = cfg.TrailingLogs
 	rc.Logger = hlog
+	rc.ShutdownOnRemove = false // a leader that removed itself steps down; watchRemoval takes it from there
 
 	existing, err := raft.HasExistingState(logs, n.store, snaps)
 	if err != nil {
 		cleanup()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	n.raft, err = raft.NewRaft(rc, statsFSM{n.fsm, n.snapStats}, logs, n.store, snaps, n.trans)
+	n.raft, err = raft.NewRaft(rc, listingFSM{statsFSM{n.fsm, n.snapStats}, n}, logs, n.store, snaps, n.trans)
 	if err != nil {
 		cleanup()
 		return nil, fmt.Errorf("cluster: %w", err)
@@ -279,9 +283,10 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
 		}
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.runBatcher()
 	go n.watchLeader()
+	go n.watchRemoval()
 	n.log.Info("raft started", "node_id", cfg.NodeID, "raft_addr", adv, "existing_state", existing)
 	return n, nil
 }
@@ -473,6 +478,9 @@ func applyOp[T any](ctx context.Context, n *Node, op logOp[T], localOnly bool) (
 
 func applyOpOnce[T any](ctx context.Context, n *Node, op logOp[T], localOnly bool) (T, error) {
 	var zero T
+	if n.removed.Load() {
+		return zero, ErrRemoved
+	}
 	select {
 	case <-n.closing:
 		return zero, ErrShutdown
@@ -534,6 +542,9 @@ func (n *Node) membership(ctx context.Context, id, addr string) error {
 // changeMembership adds (addr != "") or removes a server on the leader, or
 // forwards the change to it.
 func (n *Node) changeMembership(ctx context.Context, id, addr string, localOnly bool) error {
+	if n.removed.Load() {
+		return ErrRemoved
+	}
 	if n.raft.State() != raft.Leader {
 		if localOnly {
 			return errNotLeader

@@ -10,9 +10,14 @@ import (
 )
 
 // Raft snapshot statistics (RL metrics and INFO persistence). Raft calls
-// the FSM's Snapshot, then Persist on what it returned, and Restore; the
-// wrappers here time those calls and count the bytes written, so the FSM
-// itself keeps no statistics.
+// the FSM's Snapshot, then Persist on what it returned, then Release, and
+// Restore; the wrappers here time those calls and count the bytes written,
+// so the FSM itself keeps no statistics. Every snapshot Raft takes
+// (threshold, user-requested, any other path through Raft's takeSnapshot)
+// starts with the FSM's Snapshot and ends with Release, so each is counted
+// once: taken when Persist succeeds, failed when the capture or Persist
+// fails or Release comes without a Persist (the snapshot store could not
+// create its files, or Raft gave up before writing).
 
 // snapStats are the counters; the wrappers write them, status readers
 // copy them.
@@ -71,11 +76,13 @@ func (f statsFSM) Restore(rc io.ReadCloser) error {
 
 type statsSnapshot struct {
 	raft.FSMSnapshot
-	start time.Time
-	stats *snapStats
+	start     time.Time
+	stats     *snapStats
+	persisted bool // Persist ran and counted the outcome; Raft calls Persist and Release on one goroutine
 }
 
 func (s *statsSnapshot) Persist(sink raft.SnapshotSink) error {
+	s.persisted = true
 	cs := &countingSink{SnapshotSink: sink}
 	err := s.FSMSnapshot.Persist(cs)
 	end := s.stats.now()
@@ -90,6 +97,17 @@ func (s *statsSnapshot) Persist(sink raft.SnapshotSink) error {
 	s.stats.st.LastDuration = end.Sub(s.start)
 	s.stats.st.LastBytes = cs.n
 	return nil
+}
+
+// Release counts a snapshot that Raft dropped before Persist as failed.
+func (s *statsSnapshot) Release() {
+	if !s.persisted {
+		s.persisted = true
+		s.stats.mu.Lock()
+		s.stats.st.Failures++
+		s.stats.mu.Unlock()
+	}
+	s.FSMSnapshot.Release()
 }
 
 // countingSink counts the bytes of a snapshot as they are written.

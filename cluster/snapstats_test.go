@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -53,5 +54,111 @@ func TestRaftSnapshotStatus(t *testing.T) {
 	}
 	if !denied(t, l, "k49", 3) {
 		t.Fatal("restored state lost k49")
+	}
+}
+
+// smallFS mounts a 1 MiB tmpfs on dir for a test and unmounts it at
+// cleanup. Mounting needs root: without it the test skips, or fails under
+// CI=true.
+func smallFS(t *testing.T, dir string) {
+	t.Helper()
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", dir).CombinedOutput()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("mount tmpfs: %v: %s", err, out)
+		}
+		t.Skipf("mount tmpfs (needs root): %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+}
+
+// fillFS writes a file until the file system at dir is full.
+func fillFS(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for range 64 { // 4 MiB: far more than the 1 MiB the tmpfs holds
+		if _, err := f.Write(buf); err != nil {
+			return path
+		}
+	}
+	t.Fatal("the tmpfs never filled")
+	return ""
+}
+
+func tmpFolders(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*.tmp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestRaftSnapshotFailureCounted pins issue 23's bug 5: when the snapshot
+// store cannot create its files (a full disk), Raft logged "failed to take
+// snapshot" but the failure counter stayed at 0 (the FSM snapshot's
+// Persist never ran), and the snapshot's ".tmp" folder stayed behind. Now
+// each failed snapshot is counted, no ".tmp" folder remains, a snapshot
+// succeeds once space is freed, and a ".tmp" folder left by a crash is
+// removed when the node opens.
+func TestRaftSnapshotFailureCounted(t *testing.T) {
+	c := newCluster(t, 1, func(cfg *Config) {
+		cfg.SnapshotThreshold = 1 << 20 // only the snapshots asked for below
+		cfg.SnapshotInterval = time.Hour
+	})
+	l := c.leader()
+	snapDir := filepath.Join(l.dir, "snapshots")
+	smallFS(t, snapDir)
+	filler := fillFS(t, snapDir)
+	for i := range 20 {
+		drain(t, l, fmt.Sprintf("k%d", i), 3)
+	}
+	for i := range 2 {
+		if err := l.n.raft.Snapshot().Error(); err == nil {
+			t.Fatal("a snapshot into a full file system succeeded")
+		}
+		if st := l.n.RaftSnapshotStatus(); st.Failures != int64(i+1) || st.Taken != 0 {
+			t.Fatalf("after %d failed snapshots: %+v", i+1, st)
+		}
+		if m := tmpFolders(t, snapDir); len(m) != 0 {
+			t.Fatalf("unfinished snapshot folders left: %v", m)
+		}
+		drain(t, l, fmt.Sprintf("more%d", i), 1) // something new to snapshot
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.n.raft.Snapshot().Error(); err != nil {
+		t.Fatalf("snapshot after freeing space: %v", err)
+	}
+	if st := l.n.RaftSnapshotStatus(); st.Failures != 2 || st.Taken != 1 {
+		t.Fatalf("after freeing space: %+v", st)
+	}
+
+	// A crash in the middle of a snapshot leaves a ".tmp" folder: the
+	// next open removes it and keeps the finished snapshot.
+	l.stop()
+	leftover := filepath.Join(snapDir, "2-99999-1700000000000.tmp")
+	if err := os.MkdirAll(leftover, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c.start(l, false)
+	c.leader()
+	if m := tmpFolders(t, snapDir); len(m) != 0 {
+		t.Fatalf("unfinished snapshot folders left after a restart: %v", m)
+	}
+	if st := l.n.RaftSnapshotStatus(); st.Restored != 1 {
+		t.Fatalf("the finished snapshot was not restored: %+v", st)
 	}
 }

@@ -21,6 +21,10 @@ func (n *Node) ClusterStatus() status.Cluster {
 
 		LeaderChanges: uint64(n.leaderChanges.Load()),
 		LateForwards:  uint64(n.lateForwards.Load()),
+		Removed:       n.removed.Load(),
+	}
+	if st.Removed {
+		return st // Raft is shut down: its last leader and configuration are stale
 	}
 	if v, err := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64); err == nil {
 		st.SnapshotIndex = v

@@ -156,6 +156,7 @@ var (
 	dRaftLate    = desc("raft_late_forwards_total", "Forwarded batches this node refused as leader because they reached it after their deadline (never appended).")
 	dRaftHasLdr  = desc("raft_has_leader", "1 while this node knows a leader.")
 	dRaftPeers   = desc("raft_peers", "Members in the Raft configuration.")
+	dRemoved     = desc("cluster_removed", "1 once this node was removed from the cluster's configuration: it refuses commands until it is stopped.")
 )
 
 var raftStates = []string{"follower", "candidate", "leader", "shutdown"}
@@ -227,7 +228,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dBuild, dCommands, dCmdLatency, dPipeLatency, dErrors, dClients, dMaxClients,
 		dConnsRecv, dConnsRej, dAuthFail, dKeys, dExpired, dTop, dPolicy, dSnapSaves, dSnapDuration, dSnapTime, dSnapAge,
 		dSnapBytes, dSnapKeys, dSnapChanges, dSnapRunning, dSnapLastOK, dSnapRefusing, dRaftState, dRaftTerm, dRaftCommit,
-		dRaftApplied, dRaftLast, dRaftSnap, dRaftLag, dRaftLeaders, dRaftLate, dRaftHasLdr, dRaftPeers} {
+		dRaftApplied, dRaftLast, dRaftSnap, dRaftLag, dRaftLeaders, dRaftLate, dRaftHasLdr, dRaftPeers, dRemoved} {
 		ch <- d
 	}
 	describeRaftSnapshots(ch)
@@ -333,6 +334,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dRaftLate, float64(st.LateForwards))
 		gauge(dRaftHasLdr, b2f(st.LeaderID != ""))
 		gauge(dRaftPeers, float64(len(st.Nodes)))
+		gauge(dRemoved, b2f(st.Removed))
 	}
 	if c.src.Cluster != nil {
 		collectRaftSnapshots(ch, c.src.Cluster)

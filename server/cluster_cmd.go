@@ -243,6 +243,7 @@ func (s *Server) writeReplicationInfo(kv func(k string, v any)) {
 	kv("raft_leader_changes", st.LeaderChanges)
 	kv("raft_late_forwards", st.LateForwards)
 	kv("raft_peers", len(st.Nodes))
+	kv("rl_cluster_removed", b01(st.Removed))
 	for i, n := range st.Nodes {
 		suffrage := "voter"
 		if !n.Voter {

@@ -191,6 +191,10 @@ func startOps(ctx context.Context, addr string, srv *server.Server, eng *engine.
 		io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if node != nil && node.Removed() {
+			http.Error(w, "this node was removed from the cluster", http.StatusServiceUnavailable)
+			return
+		}
 		if node != nil && node.ClusterStatus().LeaderID == "" {
 			http.Error(w, "no leader known", http.StatusServiceUnavailable)
 			return

@@ -1,0 +1,107 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// A node removed from the configuration (RL.CLUSTER REMOVE) must stop
+// serving: otherwise it forwards to a leader that no longer counts it, then
+// sits without a leader, or stands for election again and again (the
+// members reject its votes, with a warning each time). Raft tells a
+// follower nothing about its removal beyond the configuration entry the
+// leader sends it last (best effort, often uncommitted in its view), and
+// shuts down a leader that removed itself unless ShutdownOnRemove is off
+// (it is: the former leader steps down and is found here like a
+// follower). So watchRemoval polls the latest configuration.
+//
+// A node counts as removed when its latest configuration lacks it after
+// an earlier one (in this run) listed it. A node that has never seen itself
+// listed is not removed: one waiting to be added, or one catching up after
+// a join (it replays older configurations without itself first). A removed
+// node that is restarted with its data is therefore not recognised: it
+// waits without a leader (not ready, CLUSTERDOWN). One case is mistaken for
+// a removal: a joining node that received the configuration adding it
+// before a new leader dropped that uncommitted entry; its join did not
+// succeed, and it must be restarted with an empty folder to join again.
+// (Raft does not export the index of its latest configuration, which
+// would tell the two apart.)
+//
+// Once removed, the node logs why at WARN, shuts its Raft down (no more
+// elections) and answers every replicated command with ErrRemoved; the
+// process keeps running, not ready, until it is stopped.
+
+// removalPoll is how often the configuration is read: an atomic load in
+// Raft, so cheap.
+const removalPoll = 100 * time.Millisecond
+
+func (n *Node) watchRemoval() {
+	defer n.wg.Done()
+	t := time.NewTicker(removalPoll)
+	defer t.Stop()
+	wasListed := false
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-n.closing:
+				return
+			case <-t.C:
+			}
+		}
+		f := n.raft.GetConfiguration()
+		if f.Error() != nil {
+			continue
+		}
+		conf := f.Configuration()
+		listed := false
+		for _, s := range conf.Servers {
+			listed = listed || string(s.ID) == n.cfg.NodeID
+		}
+		switch {
+		case listed || n.listed.Load():
+			wasListed = true
+			if !listed && len(conf.Servers) > 0 {
+				n.markRemoved(conf)
+				return
+			}
+		case wasListed && len(conf.Servers) > 0:
+			n.markRemoved(conf)
+			return
+		}
+	}
+}
+
+func (n *Node) markRemoved(conf raft.Configuration) {
+	ids := make([]string, 0, len(conf.Servers))
+	for _, s := range conf.Servers {
+		ids = append(ids, string(s.ID))
+	}
+	n.removed.Store(true)
+	n.log.Warn("this node was removed from the cluster: it refuses commands until it is stopped; to add it again, stop it, empty its data folder and join it",
+		"node_id", n.cfg.NodeID, "members", ids)
+	// Raft's shutdown errors from here on are expected (hclog.go).
+	n.shutting.Store(true)
+	n.raft.Shutdown().Error()
+}
+
+// listingFSM is the FSM Raft sees: statsFSM, told of every committed
+// configuration (Raft's ConfigurationStore), so that a node removed before
+// watchRemoval's first look at a configuration listing it still knows it
+// was listed.
+type listingFSM struct {
+	statsFSM
+	n *Node
+}
+
+func (f listingFSM) StoreConfiguration(_ uint64, conf raft.Configuration) {
+	for _, s := range conf.Servers {
+		if string(s.ID) == f.n.cfg.NodeID {
+			f.n.listed.Store(true)
+		}
+	}
+}
+
+// Removed reports whether this node saw itself removed from the cluster's
+// configuration (it then refuses commands with ErrRemoved).
+func (n *Node) Removed() bool { return n.removed.Load() }
