@@ -95,7 +95,7 @@ func TestCheckInPipelineInOrder(t *testing.T) {
 		[2]string{"RL.CHECK one k1 gone k2", "-ERR unknown policy 'gone'"},
 		[2]string{"PING", "PONG"},
 		[2]string{"RL.CHECK one k1", "[:1 :1 [one k1 :1 :1 :0 :0 :1000000 :0]]"},
-		[2]string{"RL.ALLOW a 5 0.001", "[:1 :3 :0 :2000000]"},
+		[2]string{"RL.ALLOW a 5 0.001", "[:1 :3 :0 :*"}, // reset_after counts down from 2000000 ms across batches
 		[2]string{"RL.CHECK one k2 one k3", "[:1 :1 [one k2 :1 :1 :0 :0 :1000000 :0] [one k3 :1 :1 :0 :0 :1000000 :0]]"},
 		[2]string{"RL.CHECK one k1", "[:0 :1 [one k1 :0 :1 :0 :*"},
 	)
@@ -160,7 +160,7 @@ func TestCheckWithoutPolicies(t *testing.T) {
 	exchange(t, addr,
 		[2]string{"RL.ALLOW a 5 0.001", "[:1 :4 :0 :1000000]"},
 		[2]string{"RL.CHECK p k", "-ERR unknown policy 'p'"},
-		[2]string{"RL.ALLOW a 5 0.001", "[:1 :3 :0 :2000000]"},
+		[2]string{"RL.ALLOW a 5 0.001", "[:1 :3 :0 :*"}, // reset_after counts down from 2000000 ms across batches
 		[2]string{"RL.POLICY LIST", "-" + errNoPolicies},
 	)
 }
