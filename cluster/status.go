@@ -20,6 +20,9 @@ func (n *Node) ClusterStatus() status.Cluster {
 		LastLogIndex: n.raft.LastIndex(),
 
 		LeaderChanges: uint64(n.leaderChanges.Load()),
+
+		DiskFailed:      n.disk.failed.Load(),
+		DiskWriteErrors: uint64(n.disk.writeErrors.Load()),
 	}
 	if v, err := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64); err == nil {
 		st.SnapshotIndex = v

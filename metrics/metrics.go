@@ -153,6 +153,8 @@ var (
 	dRaftSnap    = desc("raft_last_snapshot_index", "Log index of the last Raft snapshot.")
 	dRaftLag     = desc("raft_apply_lag", "Committed log entries not yet applied here (commit index minus applied index).")
 	dRaftLeaders = desc("raft_leader_changes_total", "Leader changes this node observed (elections, hand-offs, losses of the leader).")
+	dRaftDisk    = desc("raft_disk_failed", "1 while a Raft log write has failed and no disk probe has succeeded since: the node does not stand for election.")
+	dRaftDiskErr = desc("raft_disk_write_errors_total", "Failed Raft log and stable store writes (disk full, I/O errors).")
 	dRaftHasLdr  = desc("raft_has_leader", "1 while this node knows a leader.")
 	dRaftPeers   = desc("raft_peers", "Members in the Raft configuration.")
 )
@@ -330,6 +332,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(dRaftLag, lag)
 		counter(dRaftLeaders, float64(st.LeaderChanges))
 		gauge(dRaftHasLdr, b2f(st.LeaderID != ""))
+		gauge(dRaftDisk, b2f(st.DiskFailed))
+		counter(dRaftDiskErr, float64(st.DiskWriteErrors))
 		gauge(dRaftPeers, float64(len(st.Nodes)))
 	}
 	if c.src.Cluster != nil {

@@ -241,6 +241,12 @@ func (s *Server) writeReplicationInfo(kv func(k string, v any)) {
 	kv("raft_last_log_index", st.LastLogIndex)
 	kv("raft_last_snapshot_index", st.SnapshotIndex)
 	kv("raft_leader_changes", st.LeaderChanges)
+	diskFailed := 0
+	if st.DiskFailed {
+		diskFailed = 1
+	}
+	kv("raft_disk_failed", diskFailed)
+	kv("raft_disk_write_errors", st.DiskWriteErrors)
 	kv("raft_peers", len(st.Nodes))
 	for i, n := range st.Nodes {
 		suffrage := "voter"

@@ -22,6 +22,9 @@ type Cluster struct {
 	SnapshotIndex uint64
 	Nodes         []Node // the configuration, in its order
 	LeaderChanges uint64 // leaders observed since start (elections, hand-offs, losses)
+
+	DiskFailed      bool   // a Raft log write failed and no disk probe has succeeded since (cluster/disk.go)
+	DiskWriteErrors uint64 // failed Raft log and stable store writes since start
 }
 
 // Node is one member of the configuration.
