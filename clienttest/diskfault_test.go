@@ -169,6 +169,32 @@ func (m *serveMonitor) longestGap(from, to time.Time) time.Duration {
 	return gap
 }
 
+// burn sends pipelines of large read-only commands to the nodes in turn
+// until stop is closed; replies are ignored.
+func burn(c *pcluster, stop chan struct{}) {
+	clients := make([]*redis.Client, len(c.nodes))
+	for i, n := range c.nodes {
+		clients[i] = redis.NewClient(&redis.Options{Addr: n.respAddr, Protocol: 2, MaxRetries: -1, DisableIdentity: true,
+			DialTimeout: 200 * time.Millisecond, ReadTimeout: 3 * time.Second, PoolSize: 1})
+		defer clients[i].Close()
+	}
+	pad := strings.Repeat("x", 4<<10)
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		p := clients[i%len(clients)].Pipeline()
+		for k := range 32 {
+			p.Do(context.Background(), "RL.ALLOW", fmt.Sprintf("burn%d:%s", k, pad), 10, 1, 0)
+		}
+		if _, err := p.Exec(context.Background()); err != nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
 func rounds(short, soak int) int {
 	if os.Getenv("RLSERVER_SOAK") != "" {
 		return soak
@@ -203,9 +229,23 @@ func TestClusterDiskFull(t *testing.T) {
 	ld := startLoad(t, c, 6, 32, "disk")
 	mon := c.monitorServing(t)
 
-	// waitMarked waits until n reports raft_disk_failed as want.
+	// waitMarked waits until n reports raft_disk_failed as want. Waiting
+	// for 1, it also sends large entries (read-only RL.ALLOW with 4 KiB
+	// keys, 32 to a pipeline): a node whose Raft database has free pages
+	// inside its file keeps writing on a full file system until they are
+	// used up.
 	waitMarked := func(n *cnode, want string, timeout time.Duration) {
 		t.Helper()
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		if want == "1" {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				burn(c, stop)
+			}()
+		}
+		defer func() { close(stop); wg.Wait() }()
 		pollUntil(t, timeout, fmt.Sprintf("%s raft_disk_failed:%s", n.id, want), func() bool {
 			return replInfo(n)["raft_disk_failed"] == want
 		})
