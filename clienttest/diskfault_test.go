@@ -186,7 +186,7 @@ func burn(c *pcluster, stop chan struct{}) {
 		default:
 		}
 		p := clients[i%len(clients)].Pipeline()
-		for k := range 32 {
+		for k := range 16 {
 			p.Do(context.Background(), "RL.ALLOW", fmt.Sprintf("burn%d:%s", k, pad), 10, 1, 0)
 		}
 		if _, err := p.Exec(context.Background()); err != nil {
@@ -203,7 +203,7 @@ func rounds(short, soak int) int {
 }
 
 // TestClusterDiskFull runs disk faults under load from clients spread over
-// the nodes, each node's Raft folder on its own 16 MiB tmpfs:
+// the nodes, each node's Raft folder on its own 64 MiB tmpfs:
 //
 //  1. a follower's disk fills until its log writes fail (INFO
 //     raft_disk_failed:1), is freed, and the follower's applied index
@@ -220,10 +220,12 @@ func rounds(short, soak int) int {
 //
 // Then the replicas converge and porcupine checks the whole history.
 func TestClusterDiskFull(t *testing.T) {
-	c := startCluster(t, serverBin)
+	// Frequent snapshots keep each log (and the large entries waitMarked
+	// sends) compacted, so that only the filled node runs out of room.
+	c := startCluster(t, serverBin, "--snapshot-interval", "2s", "--snapshot-threshold", "2048")
 	dirs := map[string]string{}
 	for _, n := range c.nodes {
-		dirs[n.id] = c.raftTmpfs(n, "16m")
+		dirs[n.id] = c.raftTmpfs(n, "64m")
 	}
 	c.waitLeader(10 * time.Second)
 	ld := startLoad(t, c, 6, 32, "disk")
@@ -231,7 +233,7 @@ func TestClusterDiskFull(t *testing.T) {
 
 	// waitMarked waits until n reports raft_disk_failed as want. Waiting
 	// for 1, it also sends large entries (read-only RL.ALLOW with 4 KiB
-	// keys, 32 to a pipeline): a node whose Raft database has free pages
+	// keys, 16 to a pipeline): a node whose Raft database has free pages
 	// inside its file keeps writing on a full file system until they are
 	// used up.
 	waitMarked := func(n *cnode, want string, timeout time.Duration) {
