@@ -63,6 +63,13 @@ bench-compare:
 
 # The replicated throughput (three local Raft nodes, fsync on) side by side
 # with standalone Redis + Lua (bench/cluster-compare.sh).
+# The disk-fault tests repeated: 20 follower disk faults, 5 of the
+# window after one, 5 leader disk faults (clienttest/diskfault_test.go;
+# needs root for tmpfs). About two minutes.
+.PHONY: soak
+soak:
+	RLSERVER_SOAK=1 $(GO) test -race -count=1 -timeout 20m -run 'TestClusterDiskFull' -v ./clienttest/
+
 .PHONY: bench-cluster
 bench-cluster:
 	bash bench/cluster-compare.sh

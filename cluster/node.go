@@ -133,6 +133,7 @@ type Node struct {
 	mux   *mux
 	trans *raft.NetworkTransport
 	store *raftboltdb.BoltStore
+	disk  *diskGuard // marks the node when a log write fails (disk.go)
 
 	calls   chan *call
 	sem     chan struct{}
@@ -220,6 +221,11 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 		MaxPool: 4,
 		Timeout: 2 * time.Second,
 		Logger:  hlog,
+		// One append in flight per follower: pipelined replication
+		// (MaxRPCsInFlight >= 2) could stop sending entries to a
+		// follower for good after that follower's log write failed
+		// (hashicorp/raft#612; docs/cluster.md, Faults).
+		MaxRPCsInFlight: 1,
 	})
 	cleanup := func() {
 		n.trans.Close()
@@ -233,7 +239,8 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 		cleanup()
 		return nil, fmt.Errorf("cluster: raft log: %w", err)
 	}
-	logs, err := raft.NewLogCache(1024, n.store)
+	n.disk = newDiskGuard(n.store, n.store, cfg.Dir, cfg.Logger, n.closing)
+	logs, err := raft.NewLogCache(1024, n.disk)
 	if err != nil {
 		cleanup()
 		return nil, fmt.Errorf("cluster: %w", err)
@@ -264,11 +271,12 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 		cleanup()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	n.raft, err = raft.NewRaft(rc, listingFSM{statsFSM{n.fsm, n.snapStats}, n}, logs, n.store, snaps, n.trans)
+	n.raft, err = raft.NewRaft(rc, listingFSM{statsFSM{n.fsm, n.snapStats}, n}, logs, n.disk, snaps, n.trans)
 	if err != nil {
 		cleanup()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
+	n.disk.start(n.raft)
 	if !existing && (cfg.Bootstrap || len(cfg.Peers) > 0) {
 		var conf raft.Configuration
 		if cfg.Bootstrap {
@@ -283,10 +291,11 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
 		}
 	}
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go n.runBatcher()
 	go n.watchLeader()
 	go n.watchRemoval()
+	go func() { defer n.wg.Done(); n.disk.watch() }()
 	n.log.Info("raft started", "node_id", cfg.NodeID, "raft_addr", adv, "existing_state", existing)
 	return n, nil
 }

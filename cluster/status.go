@@ -22,6 +22,9 @@ func (n *Node) ClusterStatus() status.Cluster {
 		LeaderChanges: uint64(n.leaderChanges.Load()),
 		LateForwards:  uint64(n.lateForwards.Load()),
 		Removed:       n.removed.Load(),
+
+		DiskFailed:      n.disk.failed.Load(),
+		DiskWriteErrors: uint64(n.disk.writeErrors.Load()),
 	}
 	if st.Removed {
 		return st // Raft is shut down: its last leader and configuration are stale

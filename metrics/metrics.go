@@ -154,6 +154,8 @@ var (
 	dRaftLag     = desc("raft_apply_lag", "Committed log entries not yet applied here (commit index minus applied index).")
 	dRaftLeaders = desc("raft_leader_changes_total", "Leader changes this node observed (elections, hand-offs, losses of the leader).")
 	dRaftLate    = desc("raft_late_forwards_total", "Forwarded batches this node refused as leader because they reached it after their deadline (never appended).")
+	dRaftDisk    = desc("raft_disk_failed", "1 while a Raft log write has failed and no disk probe has succeeded since: the node does not stand for election.")
+	dRaftDiskErr = desc("raft_disk_write_errors_total", "Failed Raft log and stable store writes (disk full, I/O errors).")
 	dRaftHasLdr  = desc("raft_has_leader", "1 while this node knows a leader.")
 	dRaftPeers   = desc("raft_peers", "Members in the Raft configuration.")
 	dRemoved     = desc("cluster_removed", "1 once this node was removed from the cluster's configuration: it refuses commands until it is stopped.")
@@ -333,6 +335,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dRaftLeaders, float64(st.LeaderChanges))
 		counter(dRaftLate, float64(st.LateForwards))
 		gauge(dRaftHasLdr, b2f(st.LeaderID != ""))
+		gauge(dRaftDisk, b2f(st.DiskFailed))
+		counter(dRaftDiskErr, float64(st.DiskWriteErrors))
 		gauge(dRaftPeers, float64(len(st.Nodes)))
 		gauge(dRemoved, b2f(st.Removed))
 	}

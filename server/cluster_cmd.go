@@ -242,6 +242,8 @@ func (s *Server) writeReplicationInfo(kv func(k string, v any)) {
 	kv("raft_last_snapshot_index", st.SnapshotIndex)
 	kv("raft_leader_changes", st.LeaderChanges)
 	kv("raft_late_forwards", st.LateForwards)
+	kv("raft_disk_failed", b01(st.DiskFailed))
+	kv("raft_disk_write_errors", st.DiskWriteErrors)
 	kv("raft_peers", len(st.Nodes))
 	kv("rl_cluster_removed", b01(st.Removed))
 	for i, n := range st.Nodes {

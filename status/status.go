@@ -26,6 +26,9 @@ type Cluster struct {
 	// LateForwards counts the forwarded batches this node refused, as
 	// leader, because they reached it after their deadline.
 	LateForwards uint64
+
+	DiskFailed      bool   // a Raft log write failed and no disk probe has succeeded since (cluster/disk.go)
+	DiskWriteErrors uint64 // failed Raft log and stable store writes since start
 }
 
 // Node is one member of the configuration.

@@ -1,0 +1,207 @@
+package cluster
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// A node whose disk fails (full, read-only, I/O errors) must not lead:
+// Raft makes a leader whose log write fails step down, but its log is as
+// long as the others', so it used to win the next election, and the next,
+// with nothing serving in between. diskGuard wraps the log and stable
+// store handed to Raft and marks the node "disk failed" on the first
+// failed write. While marked:
+//
+//   - its heartbeat and election timeouts are diskFailedTimeoutScale times
+//     the configured ones (raft.ReloadConfig, set from inside the failed
+//     write, before Raft's follower loop starts its timer), so the healthy
+//     nodes time out, and elect one of themselves, long before it stands;
+//   - if it leads anyway (the others are down, or its timeout passed), it
+//     hands leadership over at once (watch);
+//   - a follower's failed log write is retried for up to followerWriteHold
+//     before Raft sees the error, so a disk freed during that time costs
+//     no rejected append (see below);
+//   - every diskProbeInterval it writes, syncs and removes a file of
+//     diskProbeSize bytes in the Raft folder; the first probe that succeeds
+//     clears the mark and restores the timeouts.
+//
+// The hold exists because the leader backs off from a follower whose
+// appends fail: hashicorp/raft v1.7.3 waits 10ms * 2^(n-2) after the n-th
+// consecutive failure, up to 10.24 s (failureWait 10ms, maxFailureScale
+// 12, not configurable), and only a successful append resets it. A
+// follower that rejected appends as fast as they came reached that cap
+// within about 10 s of a full disk, and then caught up seconds after its
+// disk was freed. Holding each failed append for up to 1 s keeps the count
+// of failures to about one per second of fault: after a 5 s fault the
+// leader waits at most 80-160 ms, after a 10 s fault at most 0.64 s. The
+// hold applies to followers only: a leader whose write fails steps down at
+// once, so that another node is elected without delay.
+type diskGuard struct {
+	raft.LogStore
+	stable raft.StableStore
+	dir    string
+	log    *slog.Logger
+
+	r       atomic.Pointer[raft.Raft]
+	normal  raft.ReloadableConfig // the configured timeouts
+	closing <-chan struct{}
+
+	failed      atomic.Bool
+	writeErrors atomic.Int64
+	wake        chan struct{} // a mark was set
+}
+
+const (
+	diskFailedTimeoutScale = 10
+	followerWriteHold      = time.Second
+	followerWriteRetry     = 50 * time.Millisecond
+	diskProbeInterval      = 100 * time.Millisecond
+	diskProbeSize          = 64 << 10
+	diskProbeName          = "disk-probe.tmp"
+)
+
+func newDiskGuard(logs raft.LogStore, stable raft.StableStore, dir string, log *slog.Logger, closing <-chan struct{}) *diskGuard {
+	return &diskGuard{LogStore: logs, stable: stable, dir: dir, log: log, closing: closing, wake: make(chan struct{}, 1)}
+}
+
+// start gives the guard the running Raft and the timeouts to restore.
+func (g *diskGuard) start(r *raft.Raft) {
+	g.normal = r.ReloadableConfig()
+	g.r.Store(r)
+}
+
+// StoreLog implements raft.LogStore.
+func (g *diskGuard) StoreLog(l *raft.Log) error {
+	return g.StoreLogs([]*raft.Log{l})
+}
+
+// StoreLogs implements raft.LogStore: a failed write marks the node and,
+// on a follower, is retried for up to followerWriteHold.
+func (g *diskGuard) StoreLogs(logs []*raft.Log) error {
+	err := g.LogStore.StoreLogs(logs)
+	if err == nil {
+		return nil
+	}
+	g.fail(err)
+	r := g.r.Load()
+	if r == nil || r.State() != raft.Follower {
+		return err
+	}
+	deadline := time.Now().Add(followerWriteHold)
+	for time.Now().Before(deadline) {
+		select {
+		case <-g.closing:
+			return err
+		case <-time.After(followerWriteRetry):
+		}
+		if err = g.LogStore.StoreLogs(logs); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// DeleteRange implements raft.LogStore.
+func (g *diskGuard) DeleteRange(min, max uint64) error {
+	return g.check(g.LogStore.DeleteRange(min, max))
+}
+
+// Set implements raft.StableStore.
+func (g *diskGuard) Set(key, val []byte) error { return g.check(g.stable.Set(key, val)) }
+
+// Get implements raft.StableStore.
+func (g *diskGuard) Get(key []byte) ([]byte, error) { return g.stable.Get(key) }
+
+// SetUint64 implements raft.StableStore.
+func (g *diskGuard) SetUint64(key []byte, val uint64) error {
+	return g.check(g.stable.SetUint64(key, val))
+}
+
+// GetUint64 implements raft.StableStore.
+func (g *diskGuard) GetUint64(key []byte) (uint64, error) { return g.stable.GetUint64(key) }
+
+func (g *diskGuard) check(err error) error {
+	if err != nil {
+		g.fail(err)
+	}
+	return err
+}
+
+// fail marks the node. It runs on Raft's own goroutine, before Raft acts
+// on the error, so the longer timeouts are in place when a leader that
+// failed to write steps down and starts its follower timer.
+func (g *diskGuard) fail(err error) {
+	g.writeErrors.Add(1)
+	if g.failed.Swap(true) {
+		return
+	}
+	g.log.Error("raft disk write failed: this node will not stand for election until a write to its data folder succeeds", "dir", g.dir, "err", err)
+	if r := g.r.Load(); r != nil {
+		if err := r.ReloadConfig(g.scaled(diskFailedTimeoutScale)); err != nil {
+			g.log.Warn("raft timeouts not raised", "err", err)
+		}
+	}
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (g *diskGuard) scaled(k time.Duration) raft.ReloadableConfig {
+	c := g.normal
+	c.HeartbeatTimeout *= k
+	c.ElectionTimeout *= k
+	return c
+}
+
+// watch runs until closing: while the node is marked it probes the disk
+// and, if this node leads, hands leadership over.
+func (g *diskGuard) watch() {
+	t := time.NewTicker(diskProbeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.closing:
+			return
+		case <-g.wake:
+		case <-t.C:
+		}
+		if !g.failed.Load() {
+			continue
+		}
+		r := g.r.Load()
+		if r == nil {
+			continue
+		}
+		if err := g.probe(); err == nil {
+			g.failed.Store(false)
+			if err := r.ReloadConfig(g.normal); err != nil {
+				g.log.Warn("raft timeouts not restored", "err", err)
+			}
+			g.log.Info("raft disk writable again: this node stands for election again", "dir", g.dir)
+			continue
+		}
+		if r.State() == raft.Leader {
+			err := r.LeadershipTransfer().Error()
+			g.log.Warn("leader with a failed disk hands leadership over", "err", err)
+		}
+	}
+}
+
+// probe writes, syncs and removes a file of diskProbeSize bytes.
+func (g *diskGuard) probe() error {
+	path := filepath.Join(g.dir, diskProbeName)
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(make([]byte, diskProbeSize))
+	err = errors.Join(err, f.Sync(), f.Close())
+	return errors.Join(err, os.Remove(path))
+}
