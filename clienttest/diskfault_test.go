@@ -36,19 +36,10 @@ func (c *pcluster) raftTmpfs(n *cnode, size string) string {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		c.t.Fatal(err)
 	}
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			c.t.Fatalf("mount tmpfs: %v: %s", err, out)
-		}
-		c.t.Skipf("mount tmpfs (needs root): %v: %s", err, out)
-	}
-	c.t.Cleanup(func() {
+	mountTmpfs(c.t, dir, size)
+	c.t.Cleanup(func() { // before the unmount: cleanups run last first
 		if n.srv != nil {
 			c.stop(n)
-		}
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			c.t.Errorf("umount %s: %v: %s", dir, err, out)
 		}
 	})
 	if out, err := exec.Command("cp", "-a", orig+"/.", dir+"/").CombinedOutput(); err != nil {
@@ -56,26 +47,6 @@ func (c *pcluster) raftTmpfs(n *cnode, size string) string {
 	}
 	c.launch(n)
 	return dir
-}
-
-// fillUp writes a file in dir until its file system is full, and returns
-// its path.
-func fillUp(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 256<<10)
-	for range 1024 { // 256 MiB: far more than the tmpfs holds
-		if _, err := f.Write(buf); err != nil {
-			return path
-		}
-	}
-	t.Fatal("the tmpfs never filled")
-	return ""
 }
 
 // replInfo returns n's INFO replication fields; nil when n does not answer.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,44 +11,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// smallFS mounts a 1 MiB tmpfs for a test and unmounts it at cleanup
-// (after the servers started later have stopped). Mounting needs root:
-// without it the test skips, or fails under CI=true.
+// smallFS mounts a 1 MiB tmpfs for a test (mountTmpfs).
 func smallFS(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", dir).CombinedOutput()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("mount tmpfs: %v: %s", err, out)
-		}
-		t.Skipf("mount tmpfs (needs root): %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
+	mountTmpfs(t, dir, "1m")
 	return dir
-}
-
-// fillFS writes a file until the file system at dir is full.
-func fillFS(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for range 64 { // 4 MiB: far more than the 1 MiB the tmpfs holds
-		if _, err := f.Write(buf); err != nil {
-			return path
-		}
-	}
-	t.Fatal("the tmpfs never filled")
-	return ""
 }
 
 // TestSaveToFullDisk: a save into a full file system fails visibly (the
@@ -78,7 +44,7 @@ func TestSaveToFullDisk(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			filler := fillFS(t, dir)
+			filler := fillUp(t, dir)
 
 			// SAVE fails with an error reply; BGSAVE starts and fails.
 			if err := c.Save(ctx).Err(); err == nil || !strings.HasPrefix(err.Error(), "ERR ") {
