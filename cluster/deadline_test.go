@@ -609,3 +609,92 @@ func TestLateForwardOfEveryKindIsNeverApplied(t *testing.T) {
 	}
 	c.converged()
 }
+
+// TestForwardEnvelopeFallsBackForOlderLeader: a leader of the build
+// before msgDeadline answers it with statusBadRequest (it appended
+// nothing); the follower then sends the bare message, and keeps doing so
+// on that connection, while its batches still go as msgBatch3, which that
+// leader knows. The envelope carries the follower's clock and the time
+// its caller has left; with none left nothing is sent.
+func TestForwardEnvelopeFallsBackForOlderLeader(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	var seen []byte       // message types received
+	var payloads [][]byte // their payloads
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		var proto [1]byte
+		if _, err := io.ReadFull(c, proto[:]); err != nil {
+			return
+		}
+		for {
+			typ, id, payload, err := readFrame(c)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			seen = append(seen, typ)
+			payloads = append(payloads, payload)
+			mu.Unlock()
+			st, body := statusBadRequest, []byte(nil)
+			switch typ {
+			case msgLen:
+				st, body = statusOK, binary.AppendUvarint(nil, 42)
+			case msgBatch3:
+				st, body = statusOK, appendResults(nil, []engine.Result{{Allowed: true, Limit: 1}})
+			}
+			c.Write(appendFrame(nil, msgReply, id, append([]byte{st}, body...)))
+		}
+	}()
+	p, err := dialPeer(raft.ServerAddress(ln.Addr().String()), time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	n := &Node{log: testConfigLogger()}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sent := time.Now()
+	for range 2 {
+		body, err := n.callDeadline(ctx, p, msgLen, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, k := binary.Uvarint(body); k <= 0 || v != 42 {
+			t.Fatalf("DBSIZE reply %x", body)
+		}
+	}
+	batch := appendBatchDeadline(nil, time.Now(), time.Second)
+	hdr := len(batch)
+	batch = appendRequests2(append(batch, 1), []engine.Request{allow(t, "k", 1, 1, 1)}, nil)
+	if _, err := n.callBatch(ctx, p, batch, hdr); err != nil {
+		t.Fatal(err)
+	}
+	over, stop := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer stop()
+	if _, err := n.callDeadline(over, p, msgLen, nil); !errors.Is(err, errNotLeader) {
+		t.Fatalf("with no time left: %v, want errNotLeader (nothing sent)", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if string(seen) != string([]byte{msgDeadline, msgLen, msgLen, msgBatch3}) {
+		t.Fatalf("message types sent: %v, want [msgDeadline msgLen msgLen msgBatch3]", seen)
+	}
+	d := decoder{b: payloads[0]}
+	at, ttl, inner := time.Unix(0, d.varint()), time.Duration(d.uvarint()), d.byte()
+	if d.err != nil || inner != msgLen || len(d.b) != 0 {
+		t.Fatalf("envelope %x: inner type %d, rest %x", payloads[0], inner, d.b)
+	}
+	dl, _ := ctx.Deadline()
+	if at.Before(sent.Add(-time.Second)) || at.After(time.Now()) || at.Add(ttl).Sub(dl).Abs() > 100*time.Millisecond {
+		t.Fatalf("envelope sent at %v (test started %v), ttl %v; want sent + ttl = the caller's deadline %v", at, sent, ttl, dl)
+	}
+}
