@@ -156,7 +156,7 @@ type Node struct {
 	expired       atomic.Int64 // keys dropped by Sweep (status.go)
 	mem           nodeMemory   // maxmemory (memory.go)
 	leaderChanges atomic.Int64 // leader observations by watchLeader
-	lateForwards  atomic.Int64 // forwarded batches refused past their deadline (deadline.go)
+	lateForwards  atomic.Int64 // forwarded requests refused past their deadline (deadline.go)
 	snapStats     *snapStats   // Raft snapshots taken and restored (snapstats.go)
 }
 
