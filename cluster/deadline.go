@@ -3,36 +3,43 @@ package cluster
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
 // Forward deadlines. A follower answers UNKNOWN when its client's wait
-// ends with a batch still out at the leader; without a deadline the bytes
-// of that batch could sit in a socket (a cut link, TCP retransmission) and
-// be appended seconds later. So a follower sends each batch as msgBatch3:
-// its own clock at sending and the time left until the last of the batch's
-// callers stops waiting (ttl). The leader refuses the batch, certainly
-// without appending it, unless it hands it to Raft before
+// ends with a request still out at the leader; without a deadline the bytes
+// of that request could sit in a socket (a cut link, TCP retransmission)
+// and be appended seconds later. So every forwarded request that leads to
+// a log append carries its follower's clock at sending and the time left
+// until its callers stop waiting (ttl): batches as msgBatch3, every other
+// kind (FLUSHALL, DBSIZE, policy changes, join, remove) wrapped in
+// msgDeadline. The leader refuses the request, certainly without
+// appending it, unless it hands it to Raft (raft.Apply, or for join and
+// remove raft.AddVoter and raft.RemoveServer) before
 //
 //	min(sent + ttl + forwardClockSkew, received + ttl)
 //
 // by its own clock: the first term bounds delivery delay (it needs the
 // node clocks to agree within forwardClockSkew), the second the wait in the
-// leader's own queue whatever the clocks say. The entry is stamped with the
+// leader's own queue whatever the clocks say. An entry is stamped with the
 // leader's clock at that moment, so the decision is taken as of a time
-// before the deadline. The check is the last step before raft.Apply; from
-// there Raft's leader loop appends the entry at once (its apply channel
-// holds at most a few batches).
+// before the deadline. The check is the last step before Raft is called;
+// from there Raft's leader loop appends the entry at once (its apply and
+// configuration channels hold at most a few requests).
 //
 // A client that got UNKNOWN through a follower therefore knows the command
 // was decided before the UNKNOWN reached it (plus forwardClockSkew and how
 // far the leader's clock runs behind the follower's) or never.
+//
+// msgHello, the only forwarded message that appends nothing, carries no
+// deadline.
 const (
-	msgBatch3 byte = 10 // body: varint sent (unix ns), uvarint ttl (ns), then a msgBatch2 body; reply: results
+	msgBatch3   byte = 10 // body: varint sent (unix ns), uvarint ttl (ns), then a msgBatch2 body; reply: results
+	msgDeadline byte = 11 // body: varint sent (unix ns), uvarint ttl (ns), byte inner type, inner body; reply: the inner message's
 
-	statusLate byte = 6 // msgBatch3 past its deadline: certainly not appended
+	statusLate byte = 6 // msgBatch3 or msgDeadline past its deadline: certainly not appended
 )
 
 // forwardClockSkew is how far apart node clocks may be before a late batch
@@ -44,18 +51,18 @@ const forwardClockSkew = 500 * time.Millisecond
 // overflow.
 const maxForwardTTL = time.Hour
 
-// errLate: a forwarded batch reached raft.Apply after its deadline and was
+// errLate: a forwarded request reached Raft after its deadline and was
 // refused (not appended). It wraps errNotLeader, so it is retryable.
-var errLate = fmt.Errorf("forwarded batch past its deadline: %w", errNotLeader)
+var errLate = fmt.Errorf("forwarded request past its deadline: %w", errNotLeader)
 
-// appendBatchDeadline starts a msgBatch3 body.
+// appendBatchDeadline starts a msgBatch3 or msgDeadline body.
 func appendBatchDeadline(dst []byte, sent time.Time, ttl time.Duration) []byte {
 	dst = binary.AppendVarint(dst, sent.UnixNano())
 	return binary.AppendUvarint(dst, uint64(ttl))
 }
 
-// forwardDeadline is the leader's deadline (by its clock) for a batch sent
-// at sentNanos (the follower's clock) with ttl, received at recv.
+// forwardDeadline is the leader's deadline (by its clock) for a request
+// sent at sentNanos (the follower's clock) with ttl, received at recv.
 func forwardDeadline(sentNanos int64, ttl time.Duration, recv time.Time) time.Time {
 	ttl = min(max(ttl, 0), maxForwardTTL)
 	byClock := time.Unix(0, sentNanos).Add(ttl + forwardClockSkew)
@@ -66,43 +73,62 @@ func forwardDeadline(sentNanos int64, ttl time.Duration, recv time.Time) time.Ti
 	return byQueue
 }
 
-// handleBatch3 serves a msgBatch3 on the leader.
-func (n *Node) handleBatch3(ctx context.Context, payload []byte) (byte, []byte) {
+// deadlineKey carries, in the context of a forwarded request, the
+// leader's deadline for handing it to Raft (a time.Time).
+type deadlineKey struct{}
+
+// leaderDeadline is the deadline a forwarded request's context carries
+// (zero: none, as for a follower of an older build).
+func leaderDeadline(ctx context.Context) time.Time {
+	dl, _ := ctx.Value(deadlineKey{}).(time.Time)
+	return dl
+}
+
+// checkDeadline is the last step before a forwarded request is handed to
+// Raft at now: errLate (counted and logged) if ctx's deadline is not after
+// now.
+func (n *Node) checkDeadline(ctx context.Context, now time.Time) error {
+	if dl := leaderDeadline(ctx); !dl.IsZero() && !now.Before(dl) {
+		n.refuseLate(now.Sub(dl))
+		return errLate
+	}
+	return nil
+}
+
+// handleDeadline serves a msgBatch3 or msgDeadline on the leader: the
+// inner message (typ, payload), sent at sent with ttl, unless it is
+// already late; its handler checks the deadline again before Raft.
+func (n *Node) handleDeadline(ctx context.Context, payload []byte, inner bool) (byte, []byte) {
 	recv := time.Now()
 	d := decoder{b: payload}
 	sent := d.varint()
 	ttl := d.uvarint()
-	count := d.uvarint()
+	typ := msgBatch2
+	if inner {
+		typ = d.byte()
+	}
 	if d.err != nil || ttl > uint64(maxForwardTTL) {
 		return statusBadRequest, nil
 	}
-	// Validate before it can reach the log: an entry that does not decode
-	// would halt every replica.
-	if _, _, err := decodeRequests2(d.b, count); err != nil {
+	switch typ {
+	case msgBatch2, msgFlush, msgLen, msgJoin, msgRemove, msgPolicy:
+	default:
 		return statusBadRequest, nil
 	}
-	dl := forwardDeadline(sent, time.Duration(ttl), recv)
-	if !recv.Before(dl) {
-		n.refuseLate(recv.Sub(dl))
+	ctx = context.WithValue(ctx, deadlineKey{}, forwardDeadline(sent, time.Duration(ttl), recv))
+	if err := n.checkDeadline(ctx, recv); err != nil {
 		return statusLate, nil
 	}
-	res, off, err := n.submitBy(ctx, d.b, int(count), true, dl)
-	switch {
-	case errors.Is(err, errLate):
-		return statusLate, nil
-	case err != nil:
-		return statusOf(err), nil
-	}
-	return statusOK, appendResults(nil, res[off:off+int(count)])
+	return n.handleForwardMsg(ctx, typ, d.b)
 }
 
-// refuseLate counts and logs a forwarded batch refused for its deadline.
+// refuseLate counts and logs a forwarded request refused for its deadline.
 func (n *Node) refuseLate(late time.Duration) {
 	n.lateForwards.Add(1)
-	n.log.Warn("refused a forwarded batch past its deadline", "late", late)
+	n.log.Warn("refused a forwarded request past its deadline", "late", late)
 }
 
-// LateForwards counts the forwarded batches this node refused, as leader,
+// LateForwards counts the forwarded requests this node refused, as leader,
 // because they arrived or waited past their deadline.
 func (n *Node) LateForwards() int64 { return n.lateForwards.Load() }
 
@@ -138,13 +164,40 @@ func (n *Node) forwardBatch(ctx context.Context, body []byte, hdr int) ([]byte, 
 }
 
 func (n *Node) callBatch(ctx context.Context, p *peerConn, body []byte, hdr int) ([]byte, error) {
-	if !p.noDeadline.Load() {
-		r, err := p.call(ctx, msgBatch3, body)
+	return n.callOrOlder(ctx, p, &p.noDeadline, msgBatch3, body, msgBatch2, body[hdr:])
+}
+
+// callDeadline sends a message other than a batch (typ, payload) wrapped
+// in msgDeadline, with ctx's deadline as the time its caller stops
+// waiting (ttl), and returns the reply body. With no time left it sends
+// nothing (errNotLeader). A leader of an older build answers
+// statusBadRequest to msgDeadline (not appended); the connection then
+// sends the bare message, without a deadline, from then on.
+func (n *Node) callDeadline(ctx context.Context, p *peerConn, typ byte, payload []byte) ([]byte, error) {
+	now := time.Now()
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = now.Add(n.cfg.CommitTimeout)
+	}
+	if !now.Before(dl) {
+		return nil, errNotLeader
+	}
+	body := appendBatchDeadline(make([]byte, 0, 21+len(payload)), now, dl.Sub(now))
+	body = append(body, typ)
+	return n.callOrOlder(ctx, p, &p.noEnvelope, msgDeadline, append(body, payload...), typ, payload)
+}
+
+// callOrOlder sends typ with body, or, once the peer answered
+// statusBadRequest to typ (it does not know it: an older build; nothing
+// appended) and so set *older, oldTyp with oldBody.
+func (n *Node) callOrOlder(ctx context.Context, p *peerConn, older *atomic.Bool, typ byte, body []byte, oldTyp byte, oldBody []byte) ([]byte, error) {
+	if !older.Load() {
+		r, err := p.call(ctx, typ, body)
 		if err != nil || r.status != statusBadRequest {
 			return forwardReply(r, err)
 		}
-		p.noDeadline.Store(true)
-		n.log.Warn("the leader does not take forward deadlines (an older build): forwarding without them", "leader", string(p.addr))
+		older.Store(true)
+		n.log.Warn("the leader does not take forward deadlines (an older build): forwarding without them", "leader", string(p.addr), "msg", typ)
 	}
-	return forwardReply(p.call(ctx, msgBatch2, body[hdr:]))
+	return forwardReply(p.call(ctx, oldTyp, oldBody))
 }

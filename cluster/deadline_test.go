@@ -2,10 +2,13 @@ package cluster
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -364,4 +367,334 @@ func testConfigLogger() *slog.Logger {
 	cfg := Config{}
 	cfg.setDefaults()
 	return cfg.Logger
+}
+
+// envelope is a msgDeadline body: inner message typ with body, sent at
+// sent with ttl.
+func envelope(sent time.Time, ttl time.Duration, typ byte, body []byte) []byte {
+	b := append(appendBatchDeadline(nil, sent, ttl), typ)
+	return append(b, body...)
+}
+
+// clusterState is what a forwarded request could change on tn: the
+// replica's digest (keys, policies, applied index; read locally, nothing
+// appended) and the members.
+func clusterState(t *testing.T, tn *tnode) string {
+	t.Helper()
+	ix, dig, err := tn.n.Digest(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf := tn.n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		t.Fatal(err)
+	}
+	s := fmt.Sprintf("applied %d digest %.16s members", ix, dig)
+	for _, sv := range cf.Configuration().Servers {
+		s += " " + string(sv.ID)
+	}
+	return s
+}
+
+// TestForwardDeadlineEveryKind pins issue 23's late forward for every
+// forwarded request that appends, not only batches: FLUSHALL, DBSIZE,
+// RL.POLICY SET/DEL/LOAD, join, remove (and a batch) in msgDeadline.
+// Sent longer ago than their ttl plus the clock allowance, each is refused
+// with statusLate: the leader's log index, keys, policies and members are
+// unchanged. Timely, each works. Then the same kinds reaching Raft after
+// their deadline (they waited on the leader) are refused with errLate,
+// again appending nothing.
+func TestForwardDeadlineEveryKind(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	l := c.leader()
+	var f *tnode // a follower, for remove
+	for _, tn := range c.nodes {
+		if tn != l {
+			f = tn
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	do(t, l, allow(t, "k", 1, 0.001, 1)) // a flush would give it back
+	if err := l.n.SetPolicy(ctx, mustPolicy(t, "keep FIXED 100 600000")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := dialPeer(raft.ServerAddress(l.addr), time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	words := func(line string) [][]string { return [][]string{mustPolicy(t, line).Words()} }
+	batch := appendRequests2([]byte{1}, []engine.Request{allow(t, "b", 1, 0.001, 1)}, nil)
+	kinds := []struct {
+		name string
+		typ  byte
+		body []byte
+	}{
+		{"FLUSHALL", msgFlush, nil},
+		{"DBSIZE", msgLen, nil},
+		{"RL.POLICY SET", msgPolicy, appendPolicyBody(cmdPolicySet, words("new FIXED 5 1000"))},
+		{"RL.POLICY DEL", msgPolicy, appendPolicyBody(cmdPolicyDel, [][]string{{"keep"}})},
+		{"RL.POLICY LOAD", msgPolicy, appendPolicyBody(cmdPolicyReplace, words("other FIXED 7 1000"))},
+		{"join", msgJoin, appendString(appendString(nil, "n9"), "127.0.0.1:1")},
+		{"remove", msgRemove, appendString(nil, f.id)},
+		{"batch", msgBatch2, batch},
+	}
+
+	before, state := l.n.raft.LastIndex(), clusterState(t, l)
+	for _, k := range kinds {
+		r, err := p.call(ctx, msgDeadline, envelope(time.Now().Add(-10*time.Second), time.Second, k.typ, k.body))
+		if err != nil || r.status != statusLate {
+			t.Fatalf("%s sent 10s ago with a 1s ttl: status %d, %v; want statusLate", k.name, r.status, err)
+		}
+		if got := l.n.raft.LastIndex(); got != before {
+			t.Fatalf("late %s appended: last index %d -> %d", k.name, before, got)
+		}
+	}
+	if got := clusterState(t, l); got != state {
+		t.Fatalf("late requests changed the leader:\n%s\nwant\n%s", got, state)
+	}
+	if got := l.n.LateForwards(); got != int64(len(kinds)) {
+		t.Fatalf("late forwards: %d, want %d", got, len(kinds))
+	}
+
+	// Reaching Raft late: the deadline passed while the request waited on
+	// the leader (here: before the handler runs).
+	past := context.WithValue(ctx, deadlineKey{}, time.Now().Add(-time.Millisecond))
+	for name, err := range map[string]error{
+		"FLUSHALL": func() error { _, err := l.n.applySimple(past, cmdFlush, true); return err }(),
+		"DBSIZE":   func() error { _, err := l.n.applySimple(past, cmdLen, true); return err }(),
+		"RL.POLICY DEL": func() error {
+			_, err := l.n.applyPolicy(past, appendPolicyBody(cmdPolicyDel, [][]string{{"keep"}}), true)
+			return err
+		}(),
+		"join":   l.n.changeMembership(past, "n9", "127.0.0.1:1", true),
+		"remove": l.n.changeMembership(past, f.id, "", true),
+	} {
+		if !errors.Is(err, errLate) || statusOf(err) != statusLate {
+			t.Fatalf("%s reaching Raft after its deadline: %v, want errLate (statusLate)", name, err)
+		}
+	}
+	if got := l.n.raft.LastIndex(); got != before {
+		t.Fatalf("requests past their deadline at Raft appended: last index %d -> %d", before, got)
+	}
+	if got := clusterState(t, l); got != state {
+		t.Fatalf("requests past their deadline at Raft changed the leader:\n%s\nwant\n%s", got, state)
+	}
+
+	// Timely: each works.
+	timely := func(name string, typ byte, body []byte) []byte {
+		t.Helper()
+		r, err := p.call(ctx, msgDeadline, envelope(time.Now(), 5*time.Second, typ, body))
+		if err != nil || r.status != statusOK {
+			t.Fatalf("timely %s: status %d, %v", name, r.status, err)
+		}
+		return r.body
+	}
+	members := func() string {
+		s := clusterState(t, l)
+		return s[strings.Index(s, "members"):]
+	}
+	if n, k := binary.Uvarint(timely("DBSIZE", msgLen, nil)); k <= 0 || n < 1 {
+		t.Fatalf("timely DBSIZE: %d keys (%d), want at least 1", n, k)
+	}
+	timely("FLUSHALL", msgFlush, nil)
+	if got := remaining(t, l, "k"); got != 1 {
+		t.Fatalf("after a timely FLUSHALL: remaining %d, want 1", got)
+	}
+	timely("RL.POLICY SET", kinds[2].typ, kinds[2].body)
+	if _, ok := l.n.PolicyStore().Get([]byte("new")); !ok {
+		t.Fatal("timely RL.POLICY SET: no policy new")
+	}
+	if b := timely("RL.POLICY DEL", kinds[3].typ, kinds[3].body); len(b) != 1 || b[0] != policyExisted {
+		t.Fatalf("timely RL.POLICY DEL: reply %v, want policyExisted", b)
+	}
+	timely("RL.POLICY LOAD", kinds[4].typ, kinds[4].body)
+	if _, ok := l.n.PolicyStore().Get([]byte("other")); !ok {
+		t.Fatal("timely RL.POLICY LOAD: no policy other")
+	}
+	timely("join", kinds[5].typ, kinds[5].body)
+	if got := members(); !strings.Contains(got, " n9") {
+		t.Fatalf("timely join: %s", got)
+	}
+	timely("remove", msgRemove, appendString(nil, "n9"))
+	if got := members(); strings.Contains(got, " n9") {
+		t.Fatalf("timely remove: %s", got)
+	}
+	if res, err := decodeResults(timely("batch", msgBatch2, batch)); err != nil || len(res) != 1 || !res[0].Allowed {
+		t.Fatalf("timely batch results: %+v %v", res, err)
+	}
+	c.converged()
+}
+
+// TestLateForwardOfEveryKindIsNeverApplied is TestLateForwardIsNeverApplied
+// for the forwarded requests other than batches: FLUSHALL, DBSIZE,
+// RL.POLICY SET/DEL/LOAD, join and remove sent through a follower whose
+// bytes reach the leader only after their clients got UNKNOWN used to be
+// applied then. The leader now refuses every one: nothing appended, keys,
+// policies and members unchanged.
+func TestLateForwardOfEveryKindIsNeverApplied(t *testing.T) {
+	const commit = 500 * time.Millisecond
+	c, proxies := proxiedCluster(t, commit)
+	l := c.leader()
+	var f, other *tnode
+	for _, tn := range c.nodes {
+		switch {
+		case tn == l:
+		case f == nil:
+			f = tn
+		default:
+			other = tn
+		}
+	}
+	do(t, f, allow(t, "k", 1, 0.001, 1)) // the forward connection is up; a flush would give it back
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err := l.n.SetPolicy(ctx, mustPolicy(t, "keep FIXED 100 600000"))
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, state := l.n.raft.LastIndex(), clusterState(t, l)
+
+	proxies[l.id].hold(true)
+	start := time.Now()
+	bg := context.Background()
+	ops := map[string]func() error{
+		"FLUSHALL":       func() error { return f.n.Flush(bg) },
+		"DBSIZE":         func() error { _, err := f.n.Len(bg); return err },
+		"RL.POLICY SET":  func() error { return f.n.SetPolicy(bg, mustPolicy(t, "new FIXED 5 1000")) },
+		"RL.POLICY DEL":  func() error { _, err := f.n.DelPolicy(bg, "keep"); return err },
+		"RL.POLICY LOAD": func() error { return f.n.ReplacePolicies(bg, nil) },
+		"join":           func() error { return f.n.Join(bg, "n9", "127.0.0.1:1") },
+		"remove":         func() error { return f.n.Remove(bg, other.id) },
+	}
+	errs := make(chan error, len(ops))
+	for name, op := range ops {
+		go func() {
+			if err := op(); !errors.Is(err, ErrUnknownOutcome) {
+				errs <- fmt.Errorf("%s through a follower cut off from the leader: %v, want UNKNOWN", name, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range ops {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("UNKNOWN after %v", time.Since(start).Round(time.Millisecond))
+	// Deliver well after the deadline (the clients' wait plus the clock
+	// allowance): the fault, not an assertion.
+	time.Sleep(time.Until(start.Add(commit + forwardClockSkew + 500*time.Millisecond)))
+	proxies[l.id].hold(false)
+
+	waitFor(t, 10*time.Second, "every late request refused or applied", func() bool {
+		return l.n.LateForwards() == int64(len(ops)) || l.n.raft.LastIndex() != before
+	})
+	if got := l.n.raft.LastIndex(); got != before {
+		t.Fatalf("requests delivered past their deadline were appended: last index %d -> %d", before, got)
+	}
+	if got := clusterState(t, l); got != state {
+		t.Fatalf("requests delivered past their deadline changed the leader:\n%s\nwant\n%s", got, state)
+	}
+	// The forward connection still serves.
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.n.Flush(ctx); err != nil {
+		t.Fatalf("FLUSHALL after the late requests: %v", err)
+	}
+	if got := remaining(t, l, "k"); got != 1 {
+		t.Fatalf("after FLUSHALL: remaining %d, want 1", got)
+	}
+	c.converged()
+}
+
+// TestForwardEnvelopeFallsBackForOlderLeader: a leader of the build
+// before msgDeadline answers it with statusBadRequest (it appended
+// nothing); the follower then sends the bare message, and keeps doing so
+// on that connection, while its batches still go as msgBatch3, which that
+// leader knows. The envelope carries the follower's clock and the time
+// its caller has left; with none left nothing is sent.
+func TestForwardEnvelopeFallsBackForOlderLeader(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	var seen []byte       // message types received
+	var payloads [][]byte // their payloads
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		var proto [1]byte
+		if _, err := io.ReadFull(c, proto[:]); err != nil {
+			return
+		}
+		for {
+			typ, id, payload, err := readFrame(c)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			seen = append(seen, typ)
+			payloads = append(payloads, payload)
+			mu.Unlock()
+			st, body := statusBadRequest, []byte(nil)
+			switch typ {
+			case msgLen:
+				st, body = statusOK, binary.AppendUvarint(nil, 42)
+			case msgBatch3:
+				st, body = statusOK, appendResults(nil, []engine.Result{{Allowed: true, Limit: 1}})
+			}
+			c.Write(appendFrame(nil, msgReply, id, append([]byte{st}, body...)))
+		}
+	}()
+	p, err := dialPeer(raft.ServerAddress(ln.Addr().String()), time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	n := &Node{log: testConfigLogger()}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sent := time.Now()
+	for range 2 {
+		body, err := n.callDeadline(ctx, p, msgLen, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, k := binary.Uvarint(body); k <= 0 || v != 42 {
+			t.Fatalf("DBSIZE reply %x", body)
+		}
+	}
+	batch := appendBatchDeadline(nil, time.Now(), time.Second)
+	hdr := len(batch)
+	batch = appendRequests2(append(batch, 1), []engine.Request{allow(t, "k", 1, 1, 1)}, nil)
+	if _, err := n.callBatch(ctx, p, batch, hdr); err != nil {
+		t.Fatal(err)
+	}
+	over, stop := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer stop()
+	if _, err := n.callDeadline(over, p, msgLen, nil); !errors.Is(err, errNotLeader) {
+		t.Fatalf("with no time left: %v, want errNotLeader (nothing sent)", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if string(seen) != string([]byte{msgDeadline, msgLen, msgLen, msgBatch3}) {
+		t.Fatalf("message types sent: %v, want [msgDeadline msgLen msgLen msgBatch3]", seen)
+	}
+	d := decoder{b: payloads[0]}
+	at, ttl, inner := time.Unix(0, d.varint()), time.Duration(d.uvarint()), d.byte()
+	if d.err != nil || inner != msgLen || len(d.b) != 0 {
+		t.Fatalf("envelope %x: inner type %d, rest %x", payloads[0], inner, d.b)
+	}
+	dl, _ := ctx.Deadline()
+	if at.Before(sent.Add(-time.Second)) || at.After(time.Now()) || at.Add(ttl).Sub(dl).Abs() > 100*time.Millisecond {
+		t.Fatalf("envelope sent at %v (test started %v), ttl %v; want sent + ttl = the caller's deadline %v", at, sent, ttl, dl)
+	}
 }

@@ -30,7 +30,7 @@ const (
 	msgJoin   byte = 5 // body: node id, raft address; reply: empty
 	msgRemove byte = 6 // body: node id; reply: empty
 	msgReply  byte = 7 // payload: status, body
-	// msgBatch2, msgPolicy: policy.go; msgBatch3: deadline.go.
+	// msgBatch2, msgPolicy: policy.go; msgBatch3, msgDeadline: deadline.go.
 )
 
 // Reply statuses. Append-only.
@@ -79,6 +79,7 @@ type peerConn struct {
 	closed  chan struct{}
 
 	noDeadline atomic.Bool // the peer does not know msgBatch3 (deadline.go)
+	noEnvelope atomic.Bool // the peer does not know msgDeadline (deadline.go)
 }
 
 func dialPeer(addr raft.ServerAddress, timeout time.Duration, tlsCfg *tls.Config) (*peerConn, error) {
@@ -233,6 +234,8 @@ func statusOf(err error) byte {
 	switch {
 	case err == nil:
 		return statusOK
+	case errors.Is(err, errLate):
+		return statusLate
 	case retryable(err), errors.Is(err, ErrRemoved):
 		return statusNotLeader
 	case errors.Is(err, ErrMembership):
@@ -247,6 +250,13 @@ func statusOf(err error) byte {
 func (n *Node) handleForward(typ byte, payload []byte) (byte, []byte) {
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.CommitTimeout)
 	defer cancel()
+	return n.handleForwardMsg(ctx, typ, payload)
+}
+
+// handleForwardMsg answers one forwarded message. ctx carries the
+// leader's deadline when the message came in msgBatch3 or msgDeadline
+// (deadline.go).
+func (n *Node) handleForwardMsg(ctx context.Context, typ byte, payload []byte) (byte, []byte) {
 	d := decoder{b: payload}
 	switch typ {
 	case msgHello:
@@ -277,8 +287,8 @@ func (n *Node) handleForward(typ byte, payload []byte) (byte, []byte) {
 			return statusBadRequest, nil
 		}
 		return statusOf(n.changeMembership(ctx, id, "", true)), nil
-	case msgBatch3:
-		return n.handleBatch3(ctx, payload)
+	case msgBatch3, msgDeadline:
+		return n.handleDeadline(ctx, payload, typ == msgDeadline)
 	}
 	// Batches (msgBatch, msgBatch2) and policy changes: policy.go.
 	if status, body, ok := n.handleForward2(ctx, typ, payload); ok {
@@ -362,13 +372,14 @@ func (n *Node) dropLeaderConn(addr raft.ServerAddress) {
 	}
 }
 
-// forward sends a message to the leader and returns the reply body.
+// forward sends a message to the leader, with ctx's deadline
+// (callDeadline), and returns the reply body.
 func (n *Node) forward(ctx context.Context, typ byte, payload []byte) ([]byte, error) {
 	p, err := n.leaderConn()
 	if err != nil {
 		return nil, err
 	}
-	return forwardReply(p.call(ctx, typ, payload))
+	return n.callDeadline(ctx, p, typ, payload)
 }
 
 // forwardReply maps the outcome of a forwarded call to the reply body or

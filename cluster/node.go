@@ -156,7 +156,7 @@ type Node struct {
 	expired       atomic.Int64 // keys dropped by Sweep (status.go)
 	mem           nodeMemory   // maxmemory (memory.go)
 	leaderChanges atomic.Int64 // leader observations by watchLeader
-	lateForwards  atomic.Int64 // forwarded batches refused past their deadline (deadline.go)
+	lateForwards  atomic.Int64 // forwarded requests refused past their deadline (deadline.go)
 	snapStats     *snapStats   // Raft snapshots taken and restored (snapstats.go)
 }
 
@@ -437,7 +437,7 @@ func (n *Node) applySimple(ctx context.Context, cmd byte, localOnly bool) (int, 
 		typ = msgLen
 	}
 	return applyOp(ctx, n, logOp[int]{
-		entry: func() []byte { return appendEntryHeader(nil, cmd, time.Now().UnixNano()) },
+		entry: func(now time.Time) []byte { return appendEntryHeader(nil, cmd, now.UnixNano()) },
 		leader: func(resp any) (int, error) {
 			if lr, ok := resp.(*lenResult); ok {
 				return lr.n, nil
@@ -459,11 +459,11 @@ func (n *Node) applySimple(ctx context.Context, cmd byte, localOnly bool) (int, 
 }
 
 // logOp is an entry to apply through the log: on the leader, entry builds
-// it (afresh for each try: it carries the time) and leader reads the
+// it (afresh for each try: it carries the time, now) and leader reads the
 // FSM's answer; elsewhere it is forwarded to the leader as msg with body
 // and forwarded reads the reply.
 type logOp[T any] struct {
-	entry     func() []byte
+	entry     func(now time.Time) []byte
 	leader    func(resp any) (T, error)
 	msg       byte
 	body      []byte
@@ -499,7 +499,13 @@ func applyOpOnce[T any](ctx context.Context, n *Node, op logOp[T], localOnly boo
 	case raft.Shutdown:
 		return zero, ErrShutdown
 	case raft.Leader:
-		resp, err := n.applyWait(ctx, op.entry())
+		// A forwarded op's deadline (deadline.go) is checked at the time
+		// its entry carries, just before raft.Apply.
+		now := time.Now()
+		if err := n.checkDeadline(ctx, now); err != nil {
+			return zero, err
+		}
+		resp, err := n.applyWait(ctx, op.entry(now))
 		if err != nil {
 			return zero, err
 		}
@@ -567,6 +573,10 @@ func (n *Node) changeMembership(ctx context.Context, id, addr string, localOnly 
 	}
 	var f raft.IndexFuture
 	if addr != "" {
+		// A forwarded change's deadline (deadline.go), just before Raft.
+		if err := n.checkDeadline(ctx, time.Now()); err != nil {
+			return err
+		}
 		f = n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, n.cfg.CommitTimeout)
 	} else {
 		cf := n.raft.GetConfiguration()
@@ -579,6 +589,9 @@ func (n *Node) changeMembership(ctx context.Context, id, addr string, localOnly 
 		}
 		if !found {
 			return ErrUnknownNode
+		}
+		if err := n.checkDeadline(ctx, time.Now()); err != nil {
+			return err
 		}
 		f = n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.CommitTimeout)
 	}

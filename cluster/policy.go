@@ -386,8 +386,8 @@ func (n *Node) proposePolicy(ctx context.Context, body []byte) (byte, error) {
 
 func (n *Node) applyPolicy(ctx context.Context, body []byte, localOnly bool) (byte, error) {
 	return applyOp(ctx, n, logOp[byte]{
-		entry: func() []byte {
-			buf := appendEntryHeader(make([]byte, 0, 12+len(body)), body[0], time.Now().UnixNano())
+		entry: func(now time.Time) []byte {
+			buf := appendEntryHeader(make([]byte, 0, 12+len(body)), body[0], now.UnixNano())
 			return append(buf, body[1:]...)
 		},
 		leader: func(resp any) (byte, error) {
@@ -458,7 +458,7 @@ func (n *Node) handleForward2(ctx context.Context, typ byte, payload []byte) (st
 }
 
 func (n *Node) serveBatch(ctx context.Context, chunk []byte, count int) (byte, []byte, bool) {
-	res, off, err := n.submit(ctx, chunk, count, true)
+	res, off, err := n.submitBy(ctx, chunk, count, true, leaderDeadline(ctx))
 	if err != nil {
 		return statusOf(err), nil, true
 	}

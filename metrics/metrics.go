@@ -153,7 +153,7 @@ var (
 	dRaftSnap    = desc("raft_last_snapshot_index", "Log index of the last Raft snapshot.")
 	dRaftLag     = desc("raft_apply_lag", "Committed log entries not yet applied here (commit index minus applied index).")
 	dRaftLeaders = desc("raft_leader_changes_total", "Leader changes this node observed (elections, hand-offs, losses of the leader).")
-	dRaftLate    = desc("raft_late_forwards_total", "Forwarded batches this node refused as leader because they reached it after their deadline (never appended).")
+	dRaftLate    = desc("raft_late_forwards_total", "Forwarded commands this node refused as leader because they reached it after their deadline (never appended).")
 	dRaftDisk    = desc("raft_disk_failed", "1 while a Raft log write has failed and no disk probe has succeeded since: the node does not stand for election.")
 	dRaftDiskErr = desc("raft_disk_write_errors_total", "Failed Raft log and stable store writes (disk full, I/O errors).")
 	dRaftHasLdr  = desc("raft_has_leader", "1 while this node knows a leader.")

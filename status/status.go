@@ -23,7 +23,7 @@ type Cluster struct {
 	Nodes         []Node // the configuration, in its order
 	LeaderChanges uint64 // leaders observed since start (elections, hand-offs, losses)
 	Removed       bool   // this node was removed from the configuration and refuses commands
-	// LateForwards counts the forwarded batches this node refused, as
+	// LateForwards counts the forwarded requests this node refused, as
 	// leader, because they reached it after their deadline.
 	LateForwards uint64
 
