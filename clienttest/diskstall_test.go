@@ -187,8 +187,12 @@ func TestClusterDiskStall(t *testing.T) {
 		if code := leader.srv.state.ExitCode(); code != 3 {
 			t.Errorf("leader %s exited with status %d after its disk stalled, want 3", leader.id, code)
 		}
-		if out := leader.srv.stderr.String(); !strings.Contains(out, "disk stall detected") {
+		out := leader.srv.stderr.String()
+		if i := strings.Index(out, "disk stall detected"); i < 0 {
 			t.Errorf("leader %s's log has no \"disk stall detected\" line:\n%s", leader.id, out)
+		} else {
+			line, _, _ := strings.Cut(out[i:], "\n")
+			t.Logf("leader %s exited with status 3: %s", leader.id, line)
 		}
 		leader.srv = nil
 		c.launch(leader) // what a supervisor does
