@@ -27,6 +27,14 @@ import (
 // root: without it the test skips, or fails under CI=true.
 func (c *pcluster) raftTmpfs(n *cnode, size string) string {
 	c.t.Helper()
+	return c.raftOn(n, func(dir string) { mountTmpfs(c.t, dir, size) })
+}
+
+// raftOn moves n's Raft folder onto the file system mount mounts on the
+// folder's path (registering its unmount at cleanup): n is stopped, its
+// folder copied, and n started again.
+func (c *pcluster) raftOn(n *cnode, mount func(dir string)) string {
+	c.t.Helper()
 	c.stop(n)
 	dir := filepath.Join(n.dir, "raft")
 	orig := dir + ".orig"
@@ -36,7 +44,7 @@ func (c *pcluster) raftTmpfs(n *cnode, size string) string {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		c.t.Fatal(err)
 	}
-	mountTmpfs(c.t, dir, size)
+	mount(dir)
 	c.t.Cleanup(func() { // before the unmount: cleanups run last first
 		if n.srv != nil {
 			c.stop(n)
@@ -118,7 +126,8 @@ func (m *serveMonitor) end() {
 }
 
 // longestGap is the longest time between two served commands (or from
-// from to the first) between from and to.
+// from to the first, or from the last to to when none was served after
+// to) between from and to.
 func (m *serveMonitor) longestGap(from, to time.Time) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -131,13 +140,12 @@ func (m *serveMonitor) longestGap(from, to time.Time) time.Duration {
 			continue
 		}
 		if at.After(to) {
-			gap = max(gap, at.Sub(last))
-			break
+			return max(gap, at.Sub(last))
 		}
 		gap = max(gap, at.Sub(last))
 		last = at
 	}
-	return gap
+	return max(gap, to.Sub(last))
 }
 
 // burn sends pipelines of large read-only commands to the nodes in turn

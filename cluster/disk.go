@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +44,22 @@ import (
 // leader waits at most 80-160 ms, after a 10 s fault at most 0.64 s. The
 // hold applies to followers only: a leader whose write fails steps down at
 // once, so that another node is elected without delay.
+//
+// A disk that stalls (a write or fsync that does not return: a hung
+// device, a frozen file system) fails nothing, so the above never starts.
+// A leader stalled in a log write keeps its leadership for as long as the
+// disk does: hashicorp/raft's leader loop is blocked in the write while
+// the replication goroutines keep sending heartbeats, so the followers
+// never elect another leader, and nothing is committed. stallWatch checks
+// every stallTimeout/10 whether a write to the log or stable store has
+// been in progress for longer than stallTimeout; if so and this node
+// leads, it calls onStall once (cmd/rlserver logs one error line and
+// exits with status 3: the goroutines that send heartbeats go with the
+// process, and the followers elect a new leader after their heartbeat
+// timeout). Nothing short of ending the process stops those heartbeats
+// while the leader loop is blocked. A stalled follower only logs: the
+// leader and the other follower are a majority, and the follower catches
+// up when its disk returns.
 type diskGuard struct {
 	raft.LogStore
 	stable raft.StableStore
@@ -55,6 +73,21 @@ type diskGuard struct {
 	failed      atomic.Bool
 	writeErrors atomic.Int64
 	wake        chan struct{} // a mark was set
+
+	stallTimeout time.Duration // 0: no stall detection
+	onStall      func(error)   // called at most once, when this leader's write stalled
+	leading      func() bool   // this node leads; default: the running Raft's state
+	stalls       atomic.Int64  // writes seen in progress longer than stallTimeout
+
+	stallMu   sync.Mutex
+	inflight  map[uint64]inflightWrite // writes in progress, by ticket
+	nextWrite uint64
+}
+
+// inflightWrite is a write to the log or stable store in progress.
+type inflightWrite struct {
+	op    string
+	since time.Time
 }
 
 const (
@@ -67,7 +100,81 @@ const (
 )
 
 func newDiskGuard(logs raft.LogStore, stable raft.StableStore, dir string, log *slog.Logger, closing <-chan struct{}) *diskGuard {
-	return &diskGuard{LogStore: logs, stable: stable, dir: dir, log: log, closing: closing, wake: make(chan struct{}, 1)}
+	g := &diskGuard{LogStore: logs, stable: stable, dir: dir, log: log, closing: closing, wake: make(chan struct{}, 1),
+		inflight: make(map[uint64]inflightWrite)}
+	g.leading = func() bool {
+		r := g.r.Load()
+		return r != nil && r.State() == raft.Leader
+	}
+	return g
+}
+
+// begin records a write in progress; end(ticket) when it returns.
+func (g *diskGuard) begin(op string) uint64 {
+	g.stallMu.Lock()
+	defer g.stallMu.Unlock()
+	g.nextWrite++
+	g.inflight[g.nextWrite] = inflightWrite{op: op, since: time.Now()}
+	return g.nextWrite
+}
+
+func (g *diskGuard) end(ticket uint64) {
+	g.stallMu.Lock()
+	delete(g.inflight, ticket)
+	g.stallMu.Unlock()
+}
+
+// oldest is the write in progress that began first; ok false when none is.
+func (g *diskGuard) oldest() (w inflightWrite, ticket uint64, ok bool) {
+	g.stallMu.Lock()
+	defer g.stallMu.Unlock()
+	for t, iw := range g.inflight {
+		if !ok || iw.since.Before(w.since) {
+			w, ticket, ok = iw, t, true
+		}
+	}
+	return w, ticket, ok
+}
+
+// stallWatch runs until closing when stallTimeout > 0 (see diskGuard).
+// Each stalled write is counted and logged once; onStall is called once,
+// the first time a write has stalled while this node leads.
+func (g *diskGuard) stallWatch() {
+	if g.stallTimeout <= 0 {
+		return
+	}
+	t := time.NewTicker(max(g.stallTimeout/10, time.Millisecond))
+	defer t.Stop()
+	var seen uint64 // the last stalled write counted
+	called := false
+	for {
+		select {
+		case <-g.closing:
+			return
+		case <-t.C:
+		}
+		w, ticket, ok := g.oldest()
+		if !ok {
+			continue
+		}
+		d := time.Since(w.since)
+		if d <= g.stallTimeout {
+			continue
+		}
+		leads := g.leading()
+		if ticket != seen {
+			seen = ticket
+			g.stalls.Add(1)
+			if !leads {
+				g.log.Warn("raft disk stalled: a write has not finished; a follower waits for its disk", "dir", g.dir, "op", w.op, "after", d.Round(time.Millisecond))
+			}
+		}
+		if leads && !called && g.onStall != nil {
+			called = true
+			g.onStall(fmt.Errorf("disk stall detected: unable to write to %s within %v (%s in progress for %v)",
+				g.dir, g.stallTimeout, w.op, d.Round(time.Millisecond)))
+		}
+	}
 }
 
 // start gives the guard the running Raft and the timeouts to restore.
@@ -84,7 +191,7 @@ func (g *diskGuard) StoreLog(l *raft.Log) error {
 // StoreLogs implements raft.LogStore: a failed write marks the node and,
 // on a follower, is retried for up to followerWriteHold.
 func (g *diskGuard) StoreLogs(logs []*raft.Log) error {
-	err := g.LogStore.StoreLogs(logs)
+	err := g.storeLogs(logs)
 	if err == nil {
 		return nil
 	}
@@ -100,26 +207,36 @@ func (g *diskGuard) StoreLogs(logs []*raft.Log) error {
 			return err
 		case <-time.After(followerWriteRetry):
 		}
-		if err = g.LogStore.StoreLogs(logs); err == nil {
+		if err = g.storeLogs(logs); err == nil {
 			return nil
 		}
 	}
 	return err
 }
 
+func (g *diskGuard) storeLogs(logs []*raft.Log) error {
+	defer g.end(g.begin("log append"))
+	return g.LogStore.StoreLogs(logs)
+}
+
 // DeleteRange implements raft.LogStore.
 func (g *diskGuard) DeleteRange(min, max uint64) error {
+	defer g.end(g.begin("log compaction"))
 	return g.check(g.LogStore.DeleteRange(min, max))
 }
 
 // Set implements raft.StableStore.
-func (g *diskGuard) Set(key, val []byte) error { return g.check(g.stable.Set(key, val)) }
+func (g *diskGuard) Set(key, val []byte) error {
+	defer g.end(g.begin("stable store write"))
+	return g.check(g.stable.Set(key, val))
+}
 
 // Get implements raft.StableStore.
 func (g *diskGuard) Get(key []byte) ([]byte, error) { return g.stable.Get(key) }
 
 // SetUint64 implements raft.StableStore.
 func (g *diskGuard) SetUint64(key []byte, val uint64) error {
+	defer g.end(g.begin("stable store write"))
 	return g.check(g.stable.SetUint64(key, val))
 }
 

@@ -89,6 +89,15 @@ type Config struct {
 
 	NoSync bool // skip fsync of the log: for tests only, loses acknowledged writes on power loss
 
+	// DiskStallTimeout bounds how long a write to the Raft log or stable
+	// store may be in progress on the leader: past it OnDiskStall is
+	// called once, with an error that names the folder (disk.go, "a
+	// stalled disk"). 0 turns stall detection off. OnDiskStall must stop
+	// the leader's heartbeats while its Raft loop is blocked in the
+	// write: cmd/rlserver ends the process; nil only logs.
+	DiskStallTimeout time.Duration
+	OnDiskStall      func(error)
+
 	// Logger receives the node's lines and Raft's own (through an hclog
 	// adapter, with logger=raft), in its format and at its level. Default:
 	// discard.
@@ -240,6 +249,8 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 		return nil, fmt.Errorf("cluster: raft log: %w", err)
 	}
 	n.disk = newDiskGuard(n.store, n.store, cfg.Dir, cfg.Logger, n.closing)
+	n.disk.stallTimeout = cfg.DiskStallTimeout
+	n.disk.onStall = cfg.OnDiskStall
 	logs, err := raft.NewLogCache(1024, n.disk)
 	if err != nil {
 		cleanup()
@@ -291,11 +302,12 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
 		}
 	}
-	n.wg.Add(4)
+	n.wg.Add(5)
 	go n.runBatcher()
 	go n.watchLeader()
 	go n.watchRemoval()
 	go func() { defer n.wg.Done(); n.disk.watch() }()
+	go func() { defer n.wg.Done(); n.disk.stallWatch() }()
 	n.log.Info("raft started", "node_id", cfg.NodeID, "raft_addr", adv, "existing_state", existing)
 	return n, nil
 }

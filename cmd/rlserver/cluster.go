@@ -33,7 +33,12 @@ type clusterOptions struct {
 	commitTimeout     time.Duration
 	snapshotThreshold uint64
 	snapshotInterval  time.Duration
+	diskStallTimeout  time.Duration
 }
+
+// exitDiskStall is the exit status of a leader whose Raft log write stalled
+// for longer than --raft-disk-stall-timeout (docs/operations.md).
+const exitDiskStall = 3
 
 func addClusterFlags(fs *flag.FlagSet, c *clusterOptions) {
 	fs.StringVar(&c.nodeID, "node-id", "", "cluster mode: this node's unique, stable id (empty: standalone)")
@@ -51,6 +56,7 @@ func addClusterFlags(fs *flag.FlagSet, c *clusterOptions) {
 	fs.DurationVar(&c.commitTimeout, "commit-timeout", 2*time.Second, "cluster mode: longest wait for a command to be committed and applied")
 	fs.Uint64Var(&c.snapshotThreshold, "snapshot-threshold", 8192, "cluster mode: log entries between Raft snapshots")
 	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", 30*time.Second, "cluster mode: how often Raft checks --snapshot-threshold (each check waits this to twice this)")
+	fs.DurationVar(&c.diskStallTimeout, "raft-disk-stall-timeout", time.Second, "cluster mode: a leader whose Raft log write has not finished within this exits with status 3, so that another node leads (0: never)")
 }
 
 func (c *clusterOptions) check() error {
@@ -79,6 +85,9 @@ func (c *clusterOptions) check() error {
 		if _, err := cluster.ParsePeers(c.peers); err != nil {
 			return fmt.Errorf("invalid value for --peers: %v", err)
 		}
+	}
+	if c.diskStallTimeout != 0 && c.diskStallTimeout < 10*time.Millisecond {
+		return fmt.Errorf("--raft-disk-stall-timeout must be 0 (off) or at least 10ms")
 	}
 	if c.heartbeatTimeout < 10*time.Millisecond || c.electionTimeout < 10*time.Millisecond || c.commitTimeout < 10*time.Millisecond {
 		return fmt.Errorf("--heartbeat-timeout, --election-timeout and --commit-timeout must be at least 10ms")
@@ -112,9 +121,16 @@ func openCluster(ctx context.Context, c clusterOptions, eng *engine.Engine, dir 
 		CommitTimeout:     c.commitTimeout,
 		SnapshotThreshold: c.snapshotThreshold,
 		SnapshotInterval:  c.snapshotInterval,
-		Logger:            log,
-		TLS:               sec.clusterServer,
-		DialTLS:           sec.clusterDial,
+		DiskStallTimeout:  c.diskStallTimeout,
+		// The Raft loop is blocked in the write and its heartbeats go on
+		// from other goroutines: only ending the process stops them.
+		OnDiskStall: func(err error) {
+			log.Error(err.Error()+"; exiting so that another node leads", "exit_status", exitDiskStall)
+			os.Exit(exitDiskStall)
+		},
+		Logger:  log,
+		TLS:     sec.clusterServer,
+		DialTLS: sec.clusterDial,
 	}, eng)
 	if err != nil {
 		return nil, err
