@@ -25,6 +25,7 @@ func (n *Node) ClusterStatus() status.Cluster {
 
 		DiskFailed:      n.disk.failed.Load(),
 		DiskWriteErrors: uint64(n.disk.writeErrors.Load()),
+		DiskStalls:      uint64(n.disk.stalls.Load()),
 	}
 	if st.Removed {
 		return st // Raft is shut down: its last leader and configuration are stale

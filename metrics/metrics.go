@@ -155,6 +155,7 @@ var (
 	dRaftLeaders = desc("raft_leader_changes_total", "Leader changes this node observed (elections, hand-offs, losses of the leader).")
 	dRaftLate    = desc("raft_late_forwards_total", "Forwarded commands this node refused as leader because they reached it after their deadline (never appended).")
 	dRaftDisk    = desc("raft_disk_failed", "1 while a Raft log write has failed and no disk probe has succeeded since: the node does not stand for election.")
+	dRaftStalls  = desc("raft_disk_stalls_total", "Raft log and stable store writes seen in progress past --raft-disk-stall-timeout (a leader then exits).")
 	dRaftDiskErr = desc("raft_disk_write_errors_total", "Failed Raft log and stable store writes (disk full, I/O errors).")
 	dRaftHasLdr  = desc("raft_has_leader", "1 while this node knows a leader.")
 	dRaftPeers   = desc("raft_peers", "Members in the Raft configuration.")
@@ -230,7 +231,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dBuild, dCommands, dCmdLatency, dPipeLatency, dErrors, dClients, dMaxClients,
 		dConnsRecv, dConnsRej, dAuthFail, dKeys, dExpired, dTop, dPolicy, dSnapSaves, dSnapDuration, dSnapTime, dSnapAge,
 		dSnapBytes, dSnapKeys, dSnapChanges, dSnapRunning, dSnapLastOK, dSnapRefusing, dRaftState, dRaftTerm, dRaftCommit,
-		dRaftApplied, dRaftLast, dRaftSnap, dRaftLag, dRaftLeaders, dRaftLate, dRaftDisk, dRaftDiskErr, dRaftHasLdr, dRaftPeers, dRemoved} {
+		dRaftApplied, dRaftLast, dRaftSnap, dRaftLag, dRaftLeaders, dRaftLate, dRaftDisk, dRaftDiskErr, dRaftStalls, dRaftHasLdr, dRaftPeers, dRemoved} {
 		ch <- d
 	}
 	describeRaftSnapshots(ch)
@@ -337,6 +338,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(dRaftHasLdr, b2f(st.LeaderID != ""))
 		gauge(dRaftDisk, b2f(st.DiskFailed))
 		counter(dRaftDiskErr, float64(st.DiskWriteErrors))
+		counter(dRaftStalls, float64(st.DiskStalls))
 		gauge(dRaftPeers, float64(len(st.Nodes)))
 		gauge(dRemoved, b2f(st.Removed))
 	}

@@ -244,6 +244,7 @@ func (s *Server) writeReplicationInfo(kv func(k string, v any)) {
 	kv("raft_late_forwards", st.LateForwards)
 	kv("raft_disk_failed", b01(st.DiskFailed))
 	kv("raft_disk_write_errors", st.DiskWriteErrors)
+	kv("raft_disk_stalls", st.DiskStalls)
 	kv("raft_peers", len(st.Nodes))
 	kv("rl_cluster_removed", b01(st.Removed))
 	for i, n := range st.Nodes {

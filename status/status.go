@@ -29,6 +29,7 @@ type Cluster struct {
 
 	DiskFailed      bool   // a Raft log write failed and no disk probe has succeeded since (cluster/disk.go)
 	DiskWriteErrors uint64 // failed Raft log and stable store writes since start
+	DiskStalls      uint64 // Raft log and stable store writes seen in progress past the stall timeout
 }
 
 // Node is one member of the configuration.
