@@ -22,8 +22,9 @@ cluster: build
 # The end-to-end tests drive redis-cli and headless Chromium, the
 # benchmark driver's test redis-benchmark, the deployment tests run
 # systemd-analyze and the network-fault tests ip and nft: install what is
-# missing. (The benchmark driver's test also needs redis-server, which CI installs; it is not installed here because
-# Debian's package starts a Redis on port 6379, where make run listens.)
+# missing. (The benchmark driver's test also needs redis-server, which CI
+# installs; it is not installed here because Debian's package starts a
+# Redis on port 6379, where make run listens.)
 # Recommended packages are left out: on a bookworm base they would add some
 # 150 packages (avahi, cups helpers, upower...) that headless Chromium does
 # not use (330 packages with them, 178 without).
