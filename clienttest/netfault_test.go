@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -196,12 +197,14 @@ func runNetFault(t *testing.T, bin string, f netFault, faultFor time.Duration, s
 	return fig
 }
 
-// probeClient is a client for one node with short timeouts, so a prober
-// moves on from an unreachable node quickly.
+// probeClient is a client for one node with short timeouts and one dial
+// attempt (go-redis tries five by default), so a prober moves on from an
+// unreachable node quickly. Its timeouts count in the gaps it measures:
+// up to 0.5 s per try of a node that does not answer.
 func probeClient(t *testing.T, addr string) *redis.Client {
 	c := redis.NewClient(&redis.Options{
 		Addr: addr, Protocol: 2, MaxRetries: -1, DisableIdentity: true, PoolSize: 1,
-		DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond,
+		DialerRetries: 1, DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond,
 	})
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -209,16 +212,20 @@ func probeClient(t *testing.T, addr string) *redis.Client {
 
 // probe runs one RL.ALLOW of one unit on key and counts it if allowed.
 func (ft *faultTest) probe(cl *redis.Client, key string) bool {
+	return ft.probeErr(cl, key) == nil
+}
+
+func (ft *faultTest) probeErr(cl *redis.Client, key string) error {
 	ok, _, err := allowOnce(context.Background(), cl, key, probeCap, 1)
 	if err != nil {
-		return false
+		return err
 	}
 	if ok {
 		ft.mu.Lock()
 		ft.acked[key]++
 		ft.mu.Unlock()
 	}
-	return true
+	return nil
 }
 
 // prober tries the nodes in turn, moving on after every failure, until
@@ -229,20 +236,28 @@ func (ft *faultTest) prober(stop chan struct{}, gap chan<- time.Duration) {
 		clients = append(clients, probeClient(ft.t, n.respAddr))
 	}
 	last, longest, served := time.Now(), time.Duration(0), 0
+	var fails, worst []string // the failed tries since last, and in the longest gap
 	for i := 0; ; {
 		select {
 		case <-stop:
 			gap <- max(longest, time.Since(last))
+			if longest > time.Second {
+				ft.t.Logf("the tries in the longest gap (%v): %s", longest.Round(time.Millisecond), strings.Join(worst, "; "))
+			}
 			return
 		default:
 		}
-		if ft.probe(clients[i], fmt.Sprintf("probe%d", served/(probeCap/2))) {
+		tried := time.Now()
+		if err := ft.probeErr(clients[i], fmt.Sprintf("probe%d", served/(probeCap/2))); err == nil {
 			served++
 			now := time.Now()
-			longest = max(longest, now.Sub(last))
-			last = now
+			if now.Sub(last) > longest {
+				longest, worst = now.Sub(last), fails
+			}
+			last, fails = now, nil
 			time.Sleep(2 * time.Millisecond)
 		} else {
+			fails = append(fails, fmt.Sprintf("+%v %s %v (%v)", tried.Sub(last).Round(time.Millisecond), ft.c.nodes[i].id, err, time.Since(tried).Round(time.Millisecond)))
 			i = (i + 1) % len(clients)
 		}
 	}
