@@ -77,7 +77,7 @@ soak:
 # isolated, majority/minority split, bridge, changing partitions, 20%
 # packet loss) held 8 s instead of 3 (clienttest/netfault_test.go; needs
 # root for network namespaces). RLSERVER_FAULT_SEED=n repeats a run of
-# changing partitions. About four minutes.
+# changing partitions. About three minutes.
 .PHONY: faults
 faults:
 	RLSERVER_FAULTS=1 $(GO) test -race -count=1 -timeout 20m -run 'TestClusterNetFault' -v ./clienttest/

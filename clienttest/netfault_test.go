@@ -36,6 +36,7 @@ const probeCap = histCapacity
 // netFault is one fault: apply installs it (the leader's lab index given)
 // and returns the nodes it cuts off, whose return to service is timed.
 type netFault struct {
+	id     string // the subtest's name
 	name   string
 	single bool // a fault of one node: the 2 s service goal applies
 	apply  func(ft *faultTest, leader int) []int
@@ -66,21 +67,21 @@ func faultSeed(t *testing.T) uint64 {
 
 func netFaults(faultFor time.Duration) []netFault {
 	return []netFault{
-		{"leader isolated from followers and clients", true, func(ft *faultTest, leader int) []int {
+		{"isolated", "leader isolated from followers and clients", true, func(ft *faultTest, leader int) []int {
 			ft.lab.split([]int{leader})
 			ft.lab.cutHost(leader)
 			return []int{leader}
 		}},
-		{"majority/minority split, old leader in the minority", true, func(ft *faultTest, leader int) []int {
+		{"split", "majority/minority split, old leader in the minority", true, func(ft *faultTest, leader int) []int {
 			ft.lab.split([]int{leader})
 			return []int{leader}
 		}},
-		{"bridge: the leader and a follower cannot see each other", false, func(ft *faultTest, leader int) []int {
+		{"bridge", "bridge: the leader and a follower cannot see each other", false, func(ft *faultTest, leader int) []int {
 			other := (leader + 1) % 3
 			ft.lab.cut(leader, other)
 			return []int{leader, other}
 		}},
-		{"partitions changing every 0.3-1.5 s", false, func(ft *faultTest, leader int) []int {
+		{"changing", "partitions changing every 0.3-1.5 s", false, func(ft *faultTest, leader int) []int {
 			end := time.Now().Add(faultFor)
 			for time.Now().Before(end) {
 				ft.lab.heal()
@@ -106,7 +107,7 @@ func netFaults(faultFor time.Duration) []netFault {
 			}
 			return []int{0, 1, 2}
 		}},
-		{"20% packet loss on every link", false, func(ft *faultTest, leader int) []int {
+		{"loss", "20% packet loss on every link", false, func(ft *faultTest, leader int) []int {
 			ft.lab.lose(20)
 			return []int{0, 1, 2}
 		}},
@@ -134,22 +135,28 @@ func TestClusterNetFaults(t *testing.T) {
 	}
 	seed := faultSeed(t)
 	for i, f := range netFaults(faultFor) {
-		t.Run(fmt.Sprintf("%d", i+1), func(t *testing.T) {
+		t.Run(f.id, func(t *testing.T) {
 			for r := range rounds {
-				fig := runNetFault(t, serverBin, f, faultFor, seed+uint64(i*100+r))
-				t.Logf("%s, round %d: no node serving for at most %v; faulted nodes serve %v after healing; %d acknowledged units lost; %d operations %s",
-					f.name, r+1, fig.maxGap.Round(time.Millisecond), fig.back.Round(time.Millisecond), fig.lost, fig.ops, fig.verdict)
-				if fig.verdict != porcupine.Ok {
-					t.Errorf("%s: history is %s (RL_PORCUPINE_HTML=file.html shows it)", f.name, fig.verdict)
-				}
-				if fig.lost != 0 {
-					t.Errorf("%s: %d acknowledged units lost", f.name, fig.lost)
-				}
-				if f.single && fig.maxGap > 2*time.Second {
-					t.Errorf("%s: no node served for %v, want at most 2s", f.name, fig.maxGap)
-				}
+				t.Run(fmt.Sprintf("round%d", r+1), func(t *testing.T) { // each cluster stops before the next starts
+					checkNetFault(t, f, r, runNetFault(t, serverBin, f, faultFor, seed+uint64(i*100+r)))
+				})
 			}
 		})
+	}
+}
+
+// checkNetFault logs one run's figures and checks them.
+func checkNetFault(t *testing.T, f netFault, r int, fig faultFigures) {
+	t.Logf("%s, round %d: no node serving for at most %v; faulted nodes serve %v after healing; %d acknowledged units lost; %d operations %s",
+		f.name, r+1, fig.maxGap.Round(time.Millisecond), fig.back.Round(time.Millisecond), fig.lost, fig.ops, fig.verdict)
+	if fig.verdict != porcupine.Ok {
+		t.Errorf("%s: history is %s (RL_PORCUPINE_HTML=file.html shows it)", f.name, fig.verdict)
+	}
+	if fig.lost != 0 {
+		t.Errorf("%s: %d acknowledged units lost", f.name, fig.lost)
+	}
+	if f.single && fig.maxGap > 2*time.Second {
+		t.Errorf("%s: no node served for %v, want at most 2s", f.name, fig.maxGap)
 	}
 }
 
