@@ -20,10 +20,11 @@ cluster: build
 	./scripts/cluster.sh
 
 # The end-to-end tests drive redis-cli and headless Chromium, the
-# benchmark driver's test redis-benchmark, and the deployment tests run
-# systemd-analyze: install what is missing. (That test also needs
-# redis-server, which CI installs; it is not installed here because
-# Debian's package starts a Redis on port 6379, where make run listens.)
+# benchmark driver's test redis-benchmark, the deployment tests run
+# systemd-analyze and the network-fault tests ip and nft: install what is
+# missing. (The benchmark driver's test also needs redis-server, which CI
+# installs; it is not installed here because Debian's package starts a
+# Redis on port 6379, where make run listens.)
 # Recommended packages are left out: on a bookworm base they would add some
 # 150 packages (avahi, cups helpers, upower...) that headless Chromium does
 # not use (330 packages with them, 178 without).
@@ -32,6 +33,8 @@ test-deps:
 	command -v redis-cli >/dev/null 2>&1 && command -v redis-benchmark >/dev/null 2>&1 || missing="$$missing redis-tools"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
+	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
+	command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing"; \
 		$(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends $$missing; \
@@ -69,6 +72,15 @@ bench-compare:
 .PHONY: soak
 soak:
 	RLSERVER_SOAK=1 $(GO) test -race -count=1 -timeout 20m -run 'TestClusterDiskFull' -v ./clienttest/
+
+# The network-fault tests repeated: three rounds of each fault (leader
+# isolated, majority/minority split, bridge, changing partitions, 20%
+# packet loss) held 8 s instead of 3 (clienttest/netfault_test.go; needs
+# root for network namespaces). RLSERVER_FAULT_SEED=n repeats a run of
+# changing partitions. About three minutes.
+.PHONY: faults
+faults:
+	RLSERVER_FAULTS=1 $(GO) test -race -count=1 -timeout 20m -run 'TestClusterNetFault' -v ./clienttest/
 
 .PHONY: bench-cluster
 bench-cluster:

@@ -36,6 +36,7 @@ type cnode struct {
 	srv      *server // the current process; nil while down
 	paused   bool
 	joinVia  string        // start with --join this address instead of --peers
+	wrap     []string      // command line the process starts under (ip netns exec NS)
 	args     []string      // this node's own extra flags
 	logs     []*syncBuffer // stderr of every process this node ran
 }
@@ -52,16 +53,26 @@ type pcluster struct {
 // every node knows the leader.
 func startCluster(t *testing.T, bin string, extra ...string) *pcluster {
 	t.Helper()
-	c := &pcluster{t: t, bin: bin, extra: extra}
-	var peers []string
+	var nodes []*cnode
 	for i := range 3 {
-		n := &cnode{
+		nodes = append(nodes, &cnode{
 			id:       fmt.Sprintf("n%d", i+1),
 			respAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))),
 			raftAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))),
 			dir:      t.TempDir(),
-		}
-		c.nodes = append(c.nodes, n)
+		})
+	}
+	return startClusterOf(t, bin, nodes, extra...)
+}
+
+// startClusterOf starts the given nodes (ids, addresses, folders and
+// wrappers set) from one --peers list and waits until every node knows the
+// leader.
+func startClusterOf(t *testing.T, bin string, nodes []*cnode, extra ...string) *pcluster {
+	t.Helper()
+	c := &pcluster{t: t, bin: bin, extra: extra, nodes: nodes}
+	var peers []string
+	for _, n := range nodes {
 		peers = append(peers, n.id+"="+n.raftAddr)
 	}
 	c.peers = strings.Join(peers, ",")
@@ -94,7 +105,11 @@ func (c *pcluster) launch(n *cnode) {
 		args = append(args, "--peers", c.peers)
 	}
 	args = append(append(append(args, clusterArgs...), c.extra...), n.args...)
-	s.cmd = exec.Command(c.bin, args...)
+	if len(n.wrap) > 0 {
+		s.cmd = exec.Command(n.wrap[0], append(append(n.wrap[1:len(n.wrap):len(n.wrap)], c.bin), args...)...)
+	} else {
+		s.cmd = exec.Command(c.bin, args...)
+	}
 	s.cmd.Env = cleanEnv()
 	s.cmd.Stdout = s.stdout
 	s.cmd.Stderr = s.stderr
