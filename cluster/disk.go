@@ -147,6 +147,14 @@ func (g *diskGuard) stallWatch() {
 	defer t.Stop()
 	var seen uint64 // the last stalled write counted
 	called := false
+	// A write is stalled only when it has been in progress for longer
+	// than stallTimeout and this watch saw it in progress on more than
+	// ten of its own ticks in a row: a process that was paused (SIGSTOP, a
+	// suspended VM) and resumes with a write in progress has seen one
+	// tick, not ten, however long the pause, so it is not taken for a
+	// stalled disk.
+	var watched uint64 // the write seen in progress on the last ticks
+	ticks := 0
 	for {
 		select {
 		case <-g.closing:
@@ -155,10 +163,15 @@ func (g *diskGuard) stallWatch() {
 		}
 		w, ticket, ok := g.oldest()
 		if !ok {
+			watched, ticks = 0, 0
 			continue
 		}
+		if ticket != watched {
+			watched, ticks = ticket, 0
+		}
+		ticks++
 		d := time.Since(w.since)
-		if d <= g.stallTimeout {
+		if d <= g.stallTimeout || ticks <= 10 {
 			continue
 		}
 		leads := g.leading()

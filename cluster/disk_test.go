@@ -87,3 +87,42 @@ func TestDiskStallStopsLeader(t *testing.T) {
 		<-done
 	}
 }
+
+// TestDiskStallIgnoresPause: a process that was paused (SIGSTOP, a
+// suspended VM) resumes with a write in progress that began long ago by
+// the wall clock; that is not a stalled disk. TestClusterLinearizable's
+// paused leader exited with status 3 before the watchdog counted its own
+// ticks. A write still in progress after ten ticks is a stall.
+func TestDiskStallIgnoresPause(t *testing.T) {
+	mem := raft.NewInmemStore()
+	closing := make(chan struct{})
+	defer close(closing)
+	g := newDiskGuard(mem, mem, t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)), closing)
+	g.stallTimeout = 200 * time.Millisecond // a tick every 20 ms
+	g.leading = func() bool { return true }
+	var calls atomic.Int64
+	g.onStall = func(error) { calls.Add(1) }
+	go g.stallWatch()
+
+	// As seen right after a resume: a write in progress for an hour.
+	ticket := g.begin("log append")
+	g.stallMu.Lock()
+	g.inflight[ticket] = inflightWrite{op: "log append", since: time.Now().Add(-time.Hour)}
+	g.stallMu.Unlock()
+	time.Sleep(60 * time.Millisecond) // about three ticks
+	g.end(ticket)
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("a write that began an hour ago by the clock and finished within three ticks was taken for a stall (%d calls)", n)
+	}
+
+	// A write that stays in progress: a stall once ten ticks saw it.
+	ticket = g.begin("log append")
+	defer g.end(ticket)
+	deadline := time.Now().Add(5 * time.Second)
+	for calls.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("a write in progress past the timeout and ten ticks: %d calls, want 1", n)
+	}
+}
