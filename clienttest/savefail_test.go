@@ -63,7 +63,8 @@ func TestSaveToFullDisk(t *testing.T) {
 			if after, _ := c.LastSave(ctx).Result(); after != before {
 				t.Errorf("LASTSAVE moved from %d to %d on failed saves", before, after)
 			}
-			if !strings.Contains(s.stderr.String(), "snapshot save failed") {
+			// The log reaches the test through a pipe: give it time.
+			if !pollFor(5*time.Second, func() bool { return strings.Contains(s.stderr.String(), "snapshot save failed") }) {
 				t.Errorf("no log line for the failed save:\n%s", s.stderr)
 			}
 			fams := scrape(t, base)

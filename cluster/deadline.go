@@ -38,6 +38,7 @@ import (
 const (
 	msgBatch3   byte = 10 // body: varint sent (unix ns), uvarint ttl (ns), then a msgBatch2 body; reply: results
 	msgDeadline byte = 11 // body: varint sent (unix ns), uvarint ttl (ns), byte inner type, inner body; reply: the inner message's
+	msgRemoved  byte = 12 // forward.go, removed.go
 
 	statusLate byte = 6 // msgBatch3 or msgDeadline past its deadline: certainly not appended
 )

@@ -30,6 +30,8 @@ const (
 	msgJoin   byte = 5 // body: node id, raft address; reply: empty
 	msgRemove byte = 6 // body: node id; reply: empty
 	msgReply  byte = 7 // payload: status, body
+	// msgRemoved (12), from the leader to a node it removed: body: the
+	// node's id; reply: empty (removed.go).
 	// msgBatch2, msgPolicy: policy.go; msgBatch3, msgDeadline: deadline.go.
 )
 
@@ -289,6 +291,12 @@ func (n *Node) handleForwardMsg(ctx context.Context, typ byte, payload []byte) (
 		return statusOf(n.changeMembership(ctx, id, "", true)), nil
 	case msgBatch3, msgDeadline:
 		return n.handleDeadline(ctx, payload, typ == msgDeadline)
+	case msgRemoved:
+		id := string(d.bytes())
+		if d.err != nil {
+			return statusBadRequest, nil
+		}
+		return n.handleRemoved(id), nil
 	}
 	// Batches (msgBatch, msgBatch2) and policy changes: policy.go.
 	if status, body, ok := n.handleForward2(ctx, typ, payload); ok {

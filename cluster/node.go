@@ -584,7 +584,8 @@ func (n *Node) changeMembership(ctx context.Context, id, addr string, localOnly 
 		return err
 	}
 	var f raft.IndexFuture
-	if addr != "" {
+	add := addr != ""
+	if add {
 		// A forwarded change's deadline (deadline.go), just before Raft.
 		if err := n.checkDeadline(ctx, time.Now()); err != nil {
 			return err
@@ -597,7 +598,9 @@ func (n *Node) changeMembership(ctx context.Context, id, addr string, localOnly 
 		}
 		found := false
 		for _, s := range cf.Configuration().Servers {
-			found = found || string(s.ID) == id
+			if string(s.ID) == id {
+				found, addr = true, string(s.Address)
+			}
 		}
 		if !found {
 			return ErrUnknownNode
@@ -613,7 +616,10 @@ func (n *Node) changeMembership(ctx context.Context, id, addr string, localOnly 
 	case err := <-errc:
 		switch {
 		case err == nil:
-			n.log.Info("membership changed", "node_id", id, "raft_addr", addr, "added", addr != "")
+			n.log.Info("membership changed", "node_id", id, "raft_addr", addr, "added", add)
+			if !add && id != n.cfg.NodeID {
+				go n.tellRemoved(id, raft.ServerAddress(addr))
+			}
 			return nil
 		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout):
 			return errNotLeader

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -77,7 +78,9 @@ func (n *Node) markRemoved(conf raft.Configuration) {
 	for _, s := range conf.Servers {
 		ids = append(ids, string(s.ID))
 	}
-	n.removed.Store(true)
+	if !n.removed.CompareAndSwap(false, true) {
+		return // found by the other path (watchRemoval, or the leader's notice)
+	}
 	n.log.Warn("this node was removed from the cluster: it refuses commands until it is stopped; to add it again, stop it, empty its data folder and join it",
 		"node_id", n.cfg.NodeID, "members", ids)
 	// Raft's shutdown errors from here on are expected (hclog.go).
@@ -105,3 +108,47 @@ func (f listingFSM) StoreConfiguration(_ uint64, conf raft.Configuration) {
 // Removed reports whether this node saw itself removed from the cluster's
 // configuration (it then refuses commands with ErrRemoved).
 func (n *Node) Removed() bool { return n.removed.Load() }
+
+// Raft sends a removed follower the configuration without it only as a
+// best effort (one last append, not retried), so the leader also tells it:
+// tellRemoved sends msgRemoved to the node's Raft address, retrying for up
+// to removedNotice until the node answers (it may be unreachable: then
+// it learns nothing, as before, and serves no one through the log).
+const removedNotice = 10 * time.Second
+
+func (n *Node) tellRemoved(id string, addr raft.ServerAddress) {
+	stop := time.Now().Add(removedNotice)
+	for time.Now().Before(stop) {
+		if p, err := dialPeer(addr, n.dialTimeout(), n.cfg.DialTLS); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), n.dialTimeout())
+			r, err := p.call(ctx, msgRemoved, appendString(nil, id))
+			cancel()
+			p.close()
+			if err == nil && r.status == statusOK {
+				return
+			}
+		}
+		select {
+		case <-n.closing:
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// handleRemoved answers msgRemoved: the leader removed this node.
+func (n *Node) handleRemoved(id string) byte {
+	if id != n.cfg.NodeID {
+		return statusBadRequest
+	}
+	if !n.removed.Load() {
+		go func() {
+			conf := raft.Configuration{}
+			if f := n.raft.GetConfiguration(); f.Error() == nil {
+				conf = f.Configuration()
+			}
+			n.markRemoved(conf)
+		}()
+	}
+	return statusOK
+}
