@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -299,45 +300,12 @@ func TestForwardDeadlineOnTheLeader(t *testing.T) {
 // follower then sends the same batch as msgBatch2, and keeps doing so on
 // that connection.
 func TestForwardDeadlineFallsBackForOlderLeader(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var mu sync.Mutex
-	var seen []byte       // message types received
-	var payloads [][]byte // their payloads
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
+	p, sent := fakeLeader(t, func(typ byte) (byte, []byte) {
+		if typ == msgBatch2 {
+			return statusOK, appendResults(nil, []engine.Result{{Allowed: true, Limit: 1}})
 		}
-		defer c.Close()
-		var proto [1]byte
-		if _, err := io.ReadFull(c, proto[:]); err != nil {
-			return
-		}
-		for {
-			typ, id, payload, err := readFrame(c)
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			seen = append(seen, typ)
-			payloads = append(payloads, payload)
-			mu.Unlock()
-			st, body := statusBadRequest, []byte(nil)
-			if typ == msgBatch2 {
-				st, body = statusOK, appendResults(nil, []engine.Result{{Allowed: true, Limit: 1}})
-			}
-			c.Write(appendFrame(nil, msgReply, id, append([]byte{st}, body...)))
-		}
-	}()
-	p, err := dialPeer(raft.ServerAddress(ln.Addr().String()), time.Second, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.close()
+		return statusBadRequest, nil
+	})
 	n := &Node{log: testConfigLogger()}
 	body := appendBatchDeadline(nil, time.Now(), time.Second)
 	hdr := len(body)
@@ -353,8 +321,7 @@ func TestForwardDeadlineFallsBackForOlderLeader(t *testing.T) {
 			t.Fatalf("results %+v %v", res, err)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	seen, payloads := sent()
 	if string(seen) != string([]byte{msgBatch3, msgBatch2, msgBatch2}) {
 		t.Fatalf("message types sent: %v, want [msgBatch3 msgBatch2 msgBatch2]", seen)
 	}
@@ -617,48 +584,15 @@ func TestLateForwardOfEveryKindIsNeverApplied(t *testing.T) {
 // leader knows. The envelope carries the follower's clock and the time
 // its caller has left; with none left nothing is sent.
 func TestForwardEnvelopeFallsBackForOlderLeader(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var mu sync.Mutex
-	var seen []byte       // message types received
-	var payloads [][]byte // their payloads
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
+	p, sentTypes := fakeLeader(t, func(typ byte) (byte, []byte) {
+		switch typ {
+		case msgLen:
+			return statusOK, binary.AppendUvarint(nil, 42)
+		case msgBatch3:
+			return statusOK, appendResults(nil, []engine.Result{{Allowed: true, Limit: 1}})
 		}
-		defer c.Close()
-		var proto [1]byte
-		if _, err := io.ReadFull(c, proto[:]); err != nil {
-			return
-		}
-		for {
-			typ, id, payload, err := readFrame(c)
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			seen = append(seen, typ)
-			payloads = append(payloads, payload)
-			mu.Unlock()
-			st, body := statusBadRequest, []byte(nil)
-			switch typ {
-			case msgLen:
-				st, body = statusOK, binary.AppendUvarint(nil, 42)
-			case msgBatch3:
-				st, body = statusOK, appendResults(nil, []engine.Result{{Allowed: true, Limit: 1}})
-			}
-			c.Write(appendFrame(nil, msgReply, id, append([]byte{st}, body...)))
-		}
-	}()
-	p, err := dialPeer(raft.ServerAddress(ln.Addr().String()), time.Second, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.close()
+		return statusBadRequest, nil
+	})
 	n := &Node{log: testConfigLogger()}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -683,8 +617,7 @@ func TestForwardEnvelopeFallsBackForOlderLeader(t *testing.T) {
 	if _, err := n.callDeadline(over, p, msgLen, nil); !errors.Is(err, errNotLeader) {
 		t.Fatalf("with no time left: %v, want errNotLeader (nothing sent)", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	seen, payloads := sentTypes()
 	if string(seen) != string([]byte{msgDeadline, msgLen, msgLen, msgBatch3}) {
 		t.Fatalf("message types sent: %v, want [msgDeadline msgLen msgLen msgBatch3]", seen)
 	}
@@ -696,5 +629,54 @@ func TestForwardEnvelopeFallsBackForOlderLeader(t *testing.T) {
 	dl, _ := ctx.Deadline()
 	if at.Before(sent.Add(-time.Second)) || at.After(time.Now()) || at.Add(ttl).Sub(dl).Abs() > 100*time.Millisecond {
 		t.Fatalf("envelope sent at %v (test started %v), ttl %v; want sent + ttl = the caller's deadline %v", at, sent, ttl, dl)
+	}
+}
+
+// fakeLeader serves one forward connection as a leader of an older build
+// would: answer gives each message type's status and body. It returns a
+// connection to it and a function that reports the message types and
+// payloads received so far.
+func fakeLeader(t *testing.T, answer func(typ byte) (byte, []byte)) (*peerConn, func() ([]byte, [][]byte)) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var mu sync.Mutex
+	var seen []byte       // message types received
+	var payloads [][]byte // their payloads
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		var proto [1]byte
+		if _, err := io.ReadFull(c, proto[:]); err != nil {
+			return
+		}
+		for {
+			typ, id, payload, err := readFrame(c)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			seen = append(seen, typ)
+			payloads = append(payloads, payload)
+			mu.Unlock()
+			st, body := answer(typ)
+			c.Write(appendFrame(nil, msgReply, id, append([]byte{st}, body...)))
+		}
+	}()
+	p, err := dialPeer(raft.ServerAddress(ln.Addr().String()), time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.close)
+	return p, func() ([]byte, [][]byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen), slices.Clone(payloads)
 	}
 }
