@@ -15,6 +15,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
+	"github.com/rlserver/rlserver/internal/testfs"
 )
 
 // Disk faults in a three-process cluster: each node's Raft folder is on
@@ -27,7 +28,7 @@ import (
 // root: without it the test skips, or fails under CI=true.
 func (c *pcluster) raftTmpfs(n *cnode, size string) string {
 	c.t.Helper()
-	return c.raftOn(n, func(dir string) { mountTmpfs(c.t, dir, size) })
+	return c.raftOn(n, func(dir string) { testfs.MountTmpfs(c.t, dir, size) })
 }
 
 // raftOn moves n's Raft folder onto the file system mount mounts on the
@@ -235,7 +236,7 @@ func TestClusterDiskFull(t *testing.T) {
 	fill := func(n *cnode) string {
 		t.Helper()
 		filled[n] = true
-		return fillUp(t, dirs[n.id])
+		return testfs.FillUp(t, dirs[n.id])
 	}
 	free := func(path string) {
 		t.Helper()

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/rlserver/rlserver/internal/testfs"
 )
 
 // smallFS mounts a 1 MiB tmpfs for a test (mountTmpfs).
 func smallFS(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	mountTmpfs(t, dir, "1m")
+	testfs.MountTmpfs(t, dir, "1m")
 	return dir
 }
 
@@ -44,7 +45,7 @@ func TestSaveToFullDisk(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			filler := fillUp(t, dir)
+			filler := testfs.FillUp(t, dir)
 
 			// SAVE fails with an error reply; BGSAVE starts and fails.
 			if err := c.Save(ctx).Err(); err == nil || !strings.HasPrefix(err.Error(), "ERR ") {

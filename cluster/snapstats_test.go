@@ -3,10 +3,11 @@ package cluster
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/rlserver/rlserver/internal/testfs"
 )
 
 // TestRaftSnapshotStatus: a snapshot shows up in the node's snapshot
@@ -57,44 +58,6 @@ func TestRaftSnapshotStatus(t *testing.T) {
 	}
 }
 
-// smallFS mounts a 1 MiB tmpfs on dir for a test and unmounts it at
-// cleanup. Mounting needs root: without it the test skips, or fails under
-// CI=true.
-func smallFS(t *testing.T, dir string) {
-	t.Helper()
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", dir).CombinedOutput()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("mount tmpfs: %v: %s", err, out)
-		}
-		t.Skipf("mount tmpfs (needs root): %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-}
-
-// fillFS writes a file until the file system at dir is full.
-func fillFS(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for range 64 { // 4 MiB: far more than the 1 MiB the tmpfs holds
-		if _, err := f.Write(buf); err != nil {
-			return path
-		}
-	}
-	t.Fatal("the tmpfs never filled")
-	return ""
-}
-
 func tmpFolders(t *testing.T, dir string) []string {
 	t.Helper()
 	m, err := filepath.Glob(filepath.Join(dir, "*.tmp"))
@@ -118,8 +81,8 @@ func TestRaftSnapshotFailureCounted(t *testing.T) {
 	})
 	l := c.leader()
 	snapDir := filepath.Join(l.dir, "snapshots")
-	smallFS(t, snapDir)
-	filler := fillFS(t, snapDir)
+	testfs.MountTmpfs(t, snapDir, "1m")
+	filler := testfs.FillUp(t, snapDir)
 	for i := range 20 {
 		drain(t, l, fmt.Sprintf("k%d", i), 3)
 	}

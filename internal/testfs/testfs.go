@@ -1,4 +1,8 @@
-package clienttest
+// Package testfs gives tests file systems that fill up: a tmpfs of a
+// given size mounted for one test, and a file that fills it. Mounting
+// needs root: without it a test skips, or fails when CI is set (CI
+// installs and runs as root, so a skip there would hide a broken test).
+package testfs
 
 import (
 	"os"
@@ -7,11 +11,10 @@ import (
 	"testing"
 )
 
-// mountTmpfs mounts a tmpfs of size (mount's size= syntax) on dir and
-// unmounts it at cleanup, after the cleanups registered later (servers
-// that use it stop first). Mounting needs root: without it the test
-// skips, or fails under CI=true.
-func mountTmpfs(t *testing.T, dir, size string) {
+// MountTmpfs mounts a tmpfs of size (mount's size= syntax, such as "1m")
+// on dir and unmounts it at cleanup, after the cleanups registered later
+// (so servers that use it stop first).
+func MountTmpfs(t testing.TB, dir, size string) {
 	t.Helper()
 	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput()
 	if err != nil {
@@ -27,9 +30,9 @@ func mountTmpfs(t *testing.T, dir, size string) {
 	})
 }
 
-// fillUp writes a file in dir until its file system is full, and returns
-// its path.
-func fillUp(t *testing.T, dir string) string {
+// FillUp writes a file in dir until its file system is full, and returns
+// its path (remove it to free the space).
+func FillUp(t testing.TB, dir string) string {
 	t.Helper()
 	path := filepath.Join(dir, "filler")
 	f, err := os.Create(path)
