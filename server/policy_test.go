@@ -4,39 +4,21 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/policy"
-	"github.com/rlserver/rlserver/standalone"
 )
 
 // startPolicyServer serves a fresh engine with a policy store.
 func startPolicyServer(t testing.TB, cfg Config) (string, *Server, *policy.Store) {
 	t.Helper()
-	eng := engine.New(4)
 	store := policy.NewStore()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Version = "test"
-	srv := New(cfg, standalone.New(eng, store))
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-done
-		eng.Close()
-	})
-	return ln.Addr().String(), srv, store
+	addr, srv := serveStandalone(t, cfg, store)
+	return addr, srv, store
 }
 
 // The rate 0.001/s refills nothing during a test; the reset field counts

@@ -13,11 +13,20 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/policy"
 	"github.com/rlserver/rlserver/standalone"
 )
 
 // startServer serves a fresh engine on a loopback port and returns its address.
 func startServer(t testing.TB, cfg Config) (string, *Server) {
+	t.Helper()
+	return serveStandalone(t, cfg, nil)
+}
+
+// serveStandalone serves cfg on a free loopback port with a standalone
+// backend (4 shards, the given policies, which may be nil) until the test
+// ends.
+func serveStandalone(t testing.TB, cfg Config, store *policy.Store) (string, *Server) {
 	t.Helper()
 	eng := engine.New(4)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -25,7 +34,7 @@ func startServer(t testing.TB, cfg Config) (string, *Server) {
 		t.Fatal(err)
 	}
 	cfg.Version = "test"
-	srv := New(cfg, standalone.New(eng, nil))
+	srv := New(cfg, standalone.New(eng, store))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() {
