@@ -79,7 +79,7 @@ func TestSaveToFullDisk(t *testing.T) {
 			}
 			for _, w := range [][]any{
 				{"RL.ALLOW", "k", 10, 0.001}, {"CL.THROTTLE", "t", 5, 10, 60}, {"DEL", "k"}, {"RL.RESET", "k"},
-				{"RL.CHECK", "nopolicy", "k"}, {"FLUSHALL"},
+				{"RL.CHECK", "nopolicy", "k"}, {"RL.POLICY", "SET", "p", "ALLOW", 5, 1}, {"FLUSHALL"},
 			} {
 				err := c.Do(ctx, w...).Err()
 				var rerr redis.Error

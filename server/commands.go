@@ -81,6 +81,10 @@ func container(name, summary, group string, subs ...*command) *command {
 			cl.rep.error(wrongArity(sc.name))
 			return cmdOK
 		}
+		if s.refusesWrite(sc) {
+			cl.rep.error(errMisconf)
+			return cmdOK
+		}
 		// CLIENT LIST's cmd= and INFO commandstats name the subcommand,
 		// as Redis's do.
 		cl.sub = sc

@@ -43,13 +43,14 @@ type WriteStopper interface {
 	StopWritesOnSaveError() bool
 }
 
-// refusesWrite reports whether cmd must get errMisconf: a command flagged
-// write while the backend stops writes after a failed save. Reads (RL.PEEK,
+// refusesWrite reports whether cmd must get errMisconf: a command (or a
+// container's subcommand) flagged write while the backend stops writes
+// after a failed save. Reads (RL.PEEK,
 // PTTL, INFO...) and PING still work: a health check that PINGs should
 // not take a limiter that still decides reads out of rotation (Redis
 // refuses PING too).
 func (s *Server) refusesWrite(cmd *command) bool {
-	return s.stopper != nil && s.stopper.StopWrites() && hasFlag(cmd, "write")
+	return cmd.write && s.stopper != nil && s.stopper.StopWrites()
 }
 
 func init() {

@@ -28,6 +28,7 @@ type command struct {
 	id      int
 	parent  *command // the container of a subcommand
 	keyPerm acl.Perm // the access its keys need from a user's key patterns
+	write   bool     // flagged write: refused with MISCONF while writes stop (persist_cmd.go)
 
 	// A limiter command appends its engine requests to reqs (or returns an
 	// error reply) and later renders the results; it reports how many
@@ -103,6 +104,7 @@ func register(cmds ...*command) {
 func addID(c *command) {
 	c.id = len(byID)
 	byID = append(byID, c)
+	c.write = hasFlag(c, "write")
 	switch {
 	case hasFlag(c, "readonly"):
 		c.keyPerm = acl.Read
