@@ -430,7 +430,7 @@ func TestClusterErrorsWithoutQuorum(t *testing.T) {
 func TestForwardRejectsMalformedBatch(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	l := c.leader()
-	p, err := dialPeer(raft.ServerAddress(l.addr), time.Second, nil)
+	p, err := dialPeer(raft.ServerAddress(l.addr), 0, time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

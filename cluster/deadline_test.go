@@ -147,7 +147,7 @@ func proxiedCluster(t *testing.T, commit time.Duration) (*tcluster, map[string]*
 	})
 	for i, tn := range c.nodes {
 		c.start(tn, i == 0)
-		proxies[tn.id].setTarget(tn.n.mux.ln.Addr().String())
+		proxies[tn.id].setTarget(tn.n.transport.ln.Addr().String())
 		if i == 0 {
 			c.leader()
 			continue
@@ -228,7 +228,7 @@ func TestForwardDeadlineOnTheLeader(t *testing.T) {
 	// A command through the log first: the new leader's own first entry is
 	// behind it, so the log index moves only for what the test sends.
 	do(t, l, allow(t, "warm", 5, 1, 1))
-	p, err := dialPeer(raft.ServerAddress(l.addr), time.Second, nil)
+	p, err := dialPeer(raft.ServerAddress(l.addr), 0, time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestForwardDeadlineEveryKind(t *testing.T) {
 	if err := l.n.SetPolicy(ctx, mustPolicy(t, "keep FIXED 100 600000")); err != nil {
 		t.Fatal(err)
 	}
-	p, err := dialPeer(raft.ServerAddress(l.addr), time.Second, nil)
+	p, err := dialPeer(raft.ServerAddress(l.addr), 0, time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -669,7 +669,7 @@ func fakeLeader(t *testing.T, answer func(typ byte) (byte, []byte)) (*peerConn, 
 			c.Write(appendFrame(nil, msgReply, id, append([]byte{st}, body...)))
 		}
 	}()
-	p, err := dialPeer(raft.ServerAddress(ln.Addr().String()), time.Second, nil)
+	p, err := dialPeer(raft.ServerAddress(ln.Addr().String()), 0, time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -217,7 +217,7 @@ func TestBugForwardedInvalidRequestHaltsReplicas(t *testing.T) {
 	}
 	c := newCluster(t, 1, nil)
 	l := c.leader()
-	p, err := dialPeer(raft.ServerAddress(l.addr), time.Second, nil)
+	p, err := dialPeer(raft.ServerAddress(l.addr), 0, time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

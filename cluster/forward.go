@@ -84,8 +84,8 @@ type peerConn struct {
 	noEnvelope atomic.Bool // the peer does not know msgDeadline (deadline.go)
 }
 
-func dialPeer(addr raft.ServerAddress, timeout time.Duration, tlsCfg *tls.Config) (*peerConn, error) {
-	c, err := dialProto(string(addr), timeout, protoForward, tlsCfg)
+func dialPeer(addr raft.ServerAddress, group uint32, timeout time.Duration, tlsCfg *tls.Config) (*peerConn, error) {
+	c, err := dialProto(string(addr), timeout, preamble(group, protoForward), tlsCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -345,7 +345,7 @@ func (n *Node) leaderConn() (*peerConn, error) {
 		n.fwd.close()
 		n.fwd = nil
 	}
-	p, err := dialPeer(addr, n.dialTimeout(), n.cfg.DialTLS)
+	p, err := dialPeer(addr, n.cfg.Group, n.dialTimeout(), n.cfg.DialTLS)
 	if err != nil {
 		return nil, errNotLeader
 	}

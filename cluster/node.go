@@ -57,8 +57,17 @@ type Config struct {
 	NodeID        string // unique and stable across restarts
 	RaftAddr      string // listen address for Raft and forwarding (host:port)
 	RaftAdvertise string // address peers dial; default: the bound RaftAddr
-	RESPAddr      string // this node's client address, shown to peers and clients
-	Dir           string // Raft log, stable store and snapshots
+
+	// Transport, when set, is the process's shared Raft listener (Listen),
+	// and Group the Raft group this node is a replica of: a sharded
+	// process runs one Node per group over one Transport. RaftAddr,
+	// RaftAdvertise and TLS are then the Transport's (DialTLS is still
+	// used for forwarding). Nil: the node opens its own Transport on
+	// RaftAddr for group 0, and closes it on Close.
+	Transport *Transport
+	Group     uint32
+	RESPAddr  string // this node's client address, shown to peers and clients
+	Dir       string // Raft log, stable store and snapshots
 
 	// How the cluster is formed on first start (ignored when Dir already
 	// holds Raft state): Bootstrap makes a one-node cluster of this node;
@@ -135,14 +144,15 @@ func (c *Config) setDefaults() {
 // server.Backend in cluster mode: any node accepts any command, followers
 // forward to the leader. Its methods are safe for concurrent use.
 type Node struct {
-	cfg   Config
-	log   *slog.Logger
-	fsm   *fsm
-	raft  *raft.Raft
-	mux   *mux
-	trans *raft.NetworkTransport
-	store *raftboltdb.BoltStore
-	disk  *diskGuard // marks the node when a log write fails (disk.go)
+	cfg       Config
+	log       *slog.Logger
+	fsm       *fsm
+	raft      *raft.Raft
+	transport *Transport   // the process's Raft listener (shared when Config.Transport was set)
+	stream    *groupStream // this group's connections on it
+	trans     *raft.NetworkTransport
+	store     *raftboltdb.BoltStore
+	disk      *diskGuard // marks the node when a log write fails (disk.go)
 
 	calls   chan *call
 	sem     chan struct{}
@@ -156,6 +166,8 @@ type Node struct {
 	mu    sync.Mutex
 	resp  map[string]string // node id -> RESP address, learned from hellos
 	conns map[net.Conn]bool // inbound forward connections, closed on Close
+
+	ownTransport bool // Close closes the Transport too (it was not shared)
 
 	noTransfer bool        // Close skips the leadership hand-off (tests: a crash)
 	shutting   atomic.Bool // Close began or the node was removed: Raft's shutdown errors are expected (hclog.go)
@@ -176,7 +188,7 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 	if cfg.NodeID == "" {
 		return nil, errors.New("cluster: a node id is required")
 	}
-	if (cfg.TLS == nil) != (cfg.DialTLS == nil) {
+	if cfg.Transport == nil && (cfg.TLS == nil) != (cfg.DialTLS == nil) {
 		return nil, errors.New("cluster: TLS and DialTLS go together")
 	}
 	if cfg.Bootstrap && len(cfg.Peers) > 0 {
@@ -206,27 +218,30 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 
 		snapStats: newSnapStats(),
 	}
-	ln, err := net.Listen("tcp", cfg.RaftAddr)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: raft address: %w", err)
-	}
-	adv := cfg.RaftAdvertise
-	if adv == "" {
-		adv = ln.Addr().String()
-		if host, _, _ := net.SplitHostPort(adv); host == "" || net.ParseIP(host).IsUnspecified() {
-			ln.Close()
-			return nil, fmt.Errorf("cluster: raft address %s is not one peers can dial; set an advertised address", adv)
+	ownTransport := cfg.Transport == nil
+	n.transport = cfg.Transport
+	if ownTransport {
+		t, err := Listen(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS, cfg.DialTLS)
+		if err != nil {
+			return nil, err
 		}
+		n.transport = t
 	}
+	adv := n.transport.Addr()
 	n.cfg.RaftAdvertise = adv
-	if cfg.TLS != nil {
-		ln = tls.NewListener(ln, cfg.TLS)
+	stream, err := n.transport.register(cfg.Group, n.serveForward)
+	if err != nil {
+		if ownTransport {
+			n.transport.Close()
+		}
+		return nil, err
 	}
-	n.mux = newMux(ln, advertiseAddr(adv), n.serveForward, cfg.DialTLS)
+	n.stream = stream
+	n.ownTransport = ownTransport
 
 	hlog := newHCLog(cfg.Logger, "raft", n.shutting.Load)
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  n.mux,
+		Stream:  n.stream,
 		MaxPool: 4,
 		Timeout: 2 * time.Second,
 		Logger:  hlog,
@@ -238,7 +253,7 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 	})
 	cleanup := func() {
 		n.trans.Close()
-		n.mux.Close()
+		n.closeStream()
 		if n.store != nil {
 			n.store.Close()
 		}
@@ -321,6 +336,15 @@ func (n *Node) HasState() bool {
 // RaftAddr is the node's advertised Raft address.
 func (n *Node) RaftAddr() string { return n.cfg.RaftAdvertise }
 
+// closeStream unregisters the group from the Transport, and closes the
+// Transport when the node opened it.
+func (n *Node) closeStream() {
+	n.stream.Close()
+	if n.ownTransport {
+		n.transport.Close()
+	}
+}
+
 func (n *Node) dialTimeout() time.Duration {
 	return min(time.Second, n.cfg.CommitTimeout)
 }
@@ -392,7 +416,7 @@ func (n *Node) Close() error {
 		}
 		n.fwdMu.Unlock()
 		n.trans.Close()
-		n.mux.Close()
+		n.closeStream()
 		n.mu.Lock()
 		for c := range n.conns {
 			c.Close()

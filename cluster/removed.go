@@ -119,7 +119,7 @@ const removedNotice = 10 * time.Second
 func (n *Node) tellRemoved(id string, addr raft.ServerAddress) {
 	stop := time.Now().Add(removedNotice)
 	for time.Now().Before(stop) {
-		if p, err := dialPeer(addr, n.dialTimeout(), n.cfg.DialTLS); err == nil {
+		if p, err := dialPeer(addr, n.cfg.Group, n.dialTimeout(), n.cfg.DialTLS); err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), n.dialTimeout())
 			r, err := p.call(ctx, msgRemoved, appendString(nil, id))
 			cancel()

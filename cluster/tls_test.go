@@ -95,7 +95,7 @@ func TestClusterMutualTLS(t *testing.T) {
 	c.converged()
 
 	// A plain TCP peer: the TLS listener sees no handshake and closes.
-	plain, err := dialProto(l.addr, time.Second, protoForward, nil)
+	plain, err := dialProto(l.addr, time.Second, preamble(0, protoForward), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,18 +106,18 @@ func TestClusterMutualTLS(t *testing.T) {
 	rogue := newTestPKI(t)
 	_, rogueDial := rogue.configs()
 	rogueDial.VerifyConnection = nil // it would not trust the leader either; let it try
-	rc, err := dialProto(l.addr, time.Second, protoForward, rogueDial)
+	rc, err := dialProto(l.addr, time.Second, preamble(0, protoForward), rogueDial)
 	if err == nil {
 		defer rc.Close()
 		expectClosed(t, rc)
 	}
 	// And a node that does not trust the cluster's CA does not dial it.
 	_, strictRogue := rogue.configs()
-	if c, err := dialProto(l.addr, time.Second, protoRaft, strictRogue); err == nil {
+	if c, err := dialProto(l.addr, time.Second, preamble(0, protoRaft), strictRogue); err == nil {
 		c.Close()
 		t.Fatal("dialled a peer whose certificate another CA signed")
 	}
-	if p, err := dialPeer(raft.ServerAddress(l.addr), time.Second, dialCfg); err != nil {
+	if p, err := dialPeer(raft.ServerAddress(l.addr), 0, time.Second, dialCfg); err != nil {
 		t.Fatalf("a member's certificate is refused: %v", err)
 	} else {
 		p.close()

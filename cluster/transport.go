@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -13,42 +14,106 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// One TCP port per node carries both Raft's RPCs and forwarded commands.
-// Every connection starts with one byte naming its protocol, so a follower
-// needs no second address for its leader: the leader's Raft address is it.
+// One TCP port per process carries Raft's RPCs and forwarded commands of
+// every Raft group the process hosts. Every connection starts with a
+// preamble naming its group and protocol, so a follower needs no second
+// address for its leader: the leader's Raft address is it. Group 0 (the
+// only group of an unsharded cluster, the meta group of a sharded one)
+// sends the protocol byte alone, as nodes did before groups existed;
+// group g > 0 sends 'G', uvarint(g), then the protocol byte.
 const (
 	protoRaft    byte = 'R'
 	protoForward byte = 'F'
+	protoGroup   byte = 'G'
 )
 
 // With TLS (Config.TLS), the listener is a TLS listener and both kinds of
-// connection are TLS: the protocol byte is the first byte of plaintext.
+// connection are TLS: the preamble is the first plaintext.
 // The handshake runs under classify's read deadline, off the accept loop.
 
-// mux accepts connections on the Raft address and hands them to Raft (as its
-// StreamLayer) or to the forward server by their first byte.
-type mux struct {
+// Transport accepts connections on a process's Raft address and hands
+// each to its group: to that group's Raft (through the group's stream
+// layer) or to its forward server, by the preamble. Nodes of a sharded
+// process share one (Config.Transport); a node without one opens its own.
+type Transport struct {
 	ln        net.Listener
 	advertise net.Addr
 	dialTLS   *tls.Config // nil: plain TCP to peers
-	raftCh    chan net.Conn
-	forward   func(net.Conn)
 	closed    chan struct{}
 	once      sync.Once
+
+	mu     sync.Mutex
+	groups map[uint32]*groupStream
 }
 
-func newMux(ln net.Listener, advertise net.Addr, forward func(net.Conn), dialTLS *tls.Config) *mux {
-	m := &mux{ln: ln, advertise: advertise, dialTLS: dialTLS, raftCh: make(chan net.Conn), forward: forward, closed: make(chan struct{})}
-	go m.acceptLoop()
-	return m
+// Listen opens a Transport on addr (host:port). advertise is the address
+// peers dial (default: the bound address, which must then be one they can
+// dial). tlsCfg is the listener's side of mutual TLS and dialTLS the
+// dialling side; both or neither.
+func Listen(addr, advertise string, tlsCfg, dialTLS *tls.Config) (*Transport, error) {
+	if (tlsCfg == nil) != (dialTLS == nil) {
+		return nil, errors.New("cluster: TLS and DialTLS go together")
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: raft address: %w", err)
+	}
+	if advertise == "" {
+		advertise = ln.Addr().String()
+		if host, _, _ := net.SplitHostPort(advertise); host == "" || net.ParseIP(host).IsUnspecified() {
+			ln.Close()
+			return nil, fmt.Errorf("cluster: raft address %s is not one peers can dial; set an advertised address", advertise)
+		}
+	}
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
+	}
+	t := &Transport{ln: ln, advertise: advertiseAddr(advertise), dialTLS: dialTLS,
+		closed: make(chan struct{}), groups: make(map[uint32]*groupStream)}
+	go t.acceptLoop()
+	return t, nil
 }
 
-func (m *mux) acceptLoop() {
+// Addr is the advertised Raft address.
+func (t *Transport) Addr() string { return t.advertise.String() }
+
+// ListenAddr is the bound address.
+func (t *Transport) ListenAddr() net.Addr { return t.ln.Addr() }
+
+// Close stops accepting; the groups' streams see net.ErrClosed.
+func (t *Transport) Close() error {
+	t.once.Do(func() {
+		close(t.closed)
+		t.ln.Close()
+	})
+	return nil
+}
+
+// register gives group its stream layer; forward serves its forward
+// connections. A group is registered once at a time.
+func (t *Transport) register(group uint32, forward func(net.Conn)) (*groupStream, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.groups[group]; ok {
+		return nil, fmt.Errorf("cluster: group %d is already open on this transport", group)
+	}
+	g := &groupStream{t: t, group: group, raftCh: make(chan net.Conn), forward: forward, closed: make(chan struct{})}
+	t.groups[group] = g
+	return g, nil
+}
+
+func (t *Transport) lookup(group uint32) *groupStream {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.groups[group]
+}
+
+func (t *Transport) acceptLoop() {
 	for {
-		c, err := m.ln.Accept()
+		c, err := t.ln.Accept()
 		if err != nil {
 			select {
-			case <-m.closed:
+			case <-t.closed:
 				return
 			default:
 			}
@@ -62,64 +127,128 @@ func (m *mux) acceptLoop() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		go m.classify(c)
+		go t.classify(c)
 	}
 }
 
-// classify reads the protocol byte off its own goroutine, so a silent
-// client cannot hold up accepting others.
-func (m *mux) classify(c net.Conn) {
-	var b [1]byte
+// classify reads the preamble off its own goroutine, so a silent client
+// cannot hold up accepting others. A connection for a group this process
+// does not host (yet) is closed: its dialler retries.
+func (t *Transport) classify(c net.Conn) {
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.Read(b[:]); err != nil {
+	group, proto, err := readPreamble(c)
+	if err != nil {
 		c.Close()
 		return
 	}
 	c.SetReadDeadline(time.Time{})
-	switch b[0] {
+	g := t.lookup(group)
+	if g == nil {
+		c.Close()
+		return
+	}
+	switch proto {
 	case protoRaft:
 		select {
-		case m.raftCh <- c:
-		case <-m.closed:
+		case g.raftCh <- c:
+		case <-g.closed:
+			c.Close()
+		case <-t.closed:
 			c.Close()
 		}
 	case protoForward:
-		m.forward(c)
+		g.forward(c)
 	default:
 		c.Close()
 	}
 }
 
-// Accept returns the next Raft connection (raft.StreamLayer).
-func (m *mux) Accept() (net.Conn, error) {
+// readPreamble reads a connection's group and protocol byte one byte at a
+// time (nothing past the preamble may be consumed).
+func readPreamble(c net.Conn) (group uint32, proto byte, err error) {
+	var b [1]byte
+	if _, err = io.ReadFull(c, b[:]); err != nil {
+		return
+	}
+	if b[0] != protoGroup {
+		return 0, b[0], nil
+	}
+	var v uint64
+	for shift := 0; ; shift += 7 {
+		if shift > 28 {
+			return 0, 0, errors.New("bad group preamble")
+		}
+		if _, err = io.ReadFull(c, b[:]); err != nil {
+			return
+		}
+		v |= uint64(b[0]&0x7f) << shift
+		if b[0] < 0x80 {
+			break
+		}
+	}
+	if v == 0 || v > 1<<31 {
+		return 0, 0, errors.New("bad group preamble")
+	}
+	if _, err = io.ReadFull(c, b[:]); err != nil {
+		return
+	}
+	return uint32(v), b[0], nil
+}
+
+// preamble is what a connection to group for proto starts with.
+func preamble(group uint32, proto byte) []byte {
+	if group == 0 {
+		return []byte{proto}
+	}
+	return append(binary.AppendUvarint([]byte{protoGroup}, uint64(group)), proto)
+}
+
+// groupStream is one group's raft.StreamLayer over the shared Transport.
+type groupStream struct {
+	t       *Transport
+	group   uint32
+	raftCh  chan net.Conn
+	forward func(net.Conn)
+	closed  chan struct{}
+	once    sync.Once
+}
+
+// Accept returns the next Raft connection for this group.
+func (g *groupStream) Accept() (net.Conn, error) {
 	select {
-	case c := <-m.raftCh:
+	case c := <-g.raftCh:
 		return c, nil
-	case <-m.closed:
+	case <-g.closed:
+		return nil, net.ErrClosed
+	case <-g.t.closed:
 		return nil, net.ErrClosed
 	}
 }
 
-// Close stops accepting.
-func (m *mux) Close() error {
-	m.once.Do(func() {
-		close(m.closed)
-		m.ln.Close()
+// Close unregisters the group; the Transport keeps serving the others.
+func (g *groupStream) Close() error {
+	g.once.Do(func() {
+		close(g.closed)
+		g.t.mu.Lock()
+		if g.t.groups[g.group] == g {
+			delete(g.t.groups, g.group)
+		}
+		g.t.mu.Unlock()
 	})
 	return nil
 }
 
 // Addr is the advertised Raft address.
-func (m *mux) Addr() net.Addr { return m.advertise }
+func (g *groupStream) Addr() net.Addr { return g.t.advertise }
 
-// Dial opens a Raft connection to a peer (raft.StreamLayer).
-func (m *mux) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return dialProto(string(address), timeout, protoRaft, m.dialTLS)
+// Dial opens a Raft connection to this group on a peer (raft.StreamLayer).
+func (g *groupStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return dialProto(string(address), timeout, preamble(g.group, protoRaft), g.t.dialTLS)
 }
 
 // dialProto connects to a peer (over TLS when tlsCfg is set) and sends the
-// protocol byte, all within timeout.
-func dialProto(addr string, timeout time.Duration, proto byte, tlsCfg *tls.Config) (net.Conn, error) {
+// preamble, all within timeout.
+func dialProto(addr string, timeout time.Duration, pre []byte, tlsCfg *tls.Config) (net.Conn, error) {
 	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return nil, err
@@ -136,7 +265,7 @@ func dialProto(addr string, timeout time.Duration, proto byte, tlsCfg *tls.Confi
 		}
 		c = tc
 	}
-	if _, err := c.Write([]byte{proto}); err != nil {
+	if _, err := c.Write(pre); err != nil {
 		c.Close()
 		return nil, err
 	}

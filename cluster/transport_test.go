@@ -86,7 +86,7 @@ func TestHugeFrameAnnouncementCostsNoMemory(t *testing.T) {
 	start := time.Now()
 	var cs []net.Conn
 	for range conns {
-		pc, err := dialProto(l.addr, time.Second, protoForward, nil)
+		pc, err := dialProto(l.addr, time.Second, preamble(0, protoForward), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +125,7 @@ func TestHugeFrameAnnouncementCostsNoMemory(t *testing.T) {
 	// it sent, not what it announced.
 	partial := append(hdr[:len(hdr):len(hdr)], make([]byte, 1<<20)...)
 	before = memStats()
-	pc, err := dialProto(l.addr, time.Second, protoForward, nil)
+	pc, err := dialProto(l.addr, time.Second, preamble(0, protoForward), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestHugeFrameAnnouncementCostsNoMemory(t *testing.T) {
 	}
 
 	// The node still serves forwarded batches.
-	p, err := dialPeer(raft.ServerAddress(l.addr), time.Second, nil)
+	p, err := dialPeer(raft.ServerAddress(l.addr), 0, time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestFrameTimeoutSparesIdleConnections(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	c := newCluster(t, 1, func(cfg *Config) { cfg.FrameTimeout = timeout })
 	l := c.leader()
-	p, err := dialPeer(raft.ServerAddress(l.addr), time.Second, nil)
+	p, err := dialPeer(raft.ServerAddress(l.addr), 0, time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
