@@ -112,7 +112,7 @@ func (n *Node) handleDeadline(ctx context.Context, payload []byte, inner bool) (
 		return statusBadRequest, nil
 	}
 	switch typ {
-	case msgBatch2, msgFlush, msgLen, msgJoin, msgRemove, msgPolicy:
+	case msgBatch2, msgFlush, msgLen, msgJoin, msgRemove, msgPolicy, msgMeta:
 	default:
 		return statusBadRequest, nil
 	}

@@ -176,6 +176,7 @@ type entry struct {
 	defs     [][]string        // cmdPolicySet (one), cmdPolicyDel (the name alone), cmdPolicyReplace
 	noCreate bool              // cmdNoCreate: the wrapped batch is applied in no-create mode
 	evict    engine.EvictRange // cmdEvict
+	meta     []byte            // cmdMeta: the directory change (directory.go)
 }
 
 // decodeEntry decodes a log entry written by this package.
@@ -211,6 +212,11 @@ func decodeEntry(b []byte) (entry, error) {
 		if err := decodePolicyEntry(&e, d.b); err != nil {
 			return e, err
 		}
+	case cmdMeta:
+		if _, _, err := applyMeta(emptyDirectory(), d.b); err != nil {
+			return e, errCorrupt
+		}
+		e.meta = d.b
 	default:
 		return e, fmt.Errorf("%w: unknown command type %d", errCorrupt, e.cmd)
 	}

@@ -291,6 +291,8 @@ func (n *Node) handleForwardMsg(ctx context.Context, typ byte, payload []byte) (
 		return statusOf(n.changeMembership(ctx, id, "", true)), nil
 	case msgBatch3, msgDeadline:
 		return n.handleDeadline(ctx, payload, typ == msgDeadline)
+	case msgMeta:
+		return n.handleMeta(ctx, payload) // directory.go
 	case msgRemoved:
 		id := string(d.bytes())
 		if d.err != nil {

@@ -30,9 +30,38 @@ type fsm struct {
 	// removed on this replica.
 	noCreate bool
 	evicted  atomic.Int64
+
+	// The slot directory (directory.go; the meta group's only state):
+	// replaced whole by each change, which closes dirCh.
+	dir   atomic.Pointer[Directory]
+	dirMu sync.Mutex
+	dirCh chan struct{}
 }
 
-func newFSM(eng *engine.Engine) *fsm { return &fsm{eng: eng, policies: policy.NewStore()} }
+func newFSM(eng *engine.Engine) *fsm {
+	f := &fsm{eng: eng, policies: policy.NewStore(), dirCh: make(chan struct{})}
+	f.dir.Store(emptyDirectory())
+	return f
+}
+
+func (f *fsm) directory() *Directory { return f.dir.Load() }
+
+func (f *fsm) dirChanged() <-chan struct{} {
+	f.dirMu.Lock()
+	defer f.dirMu.Unlock()
+	return f.dirCh
+}
+
+// setDirectory publishes d (a no-op when it is the current one).
+func (f *fsm) setDirectory(d *Directory) {
+	if f.dir.Swap(d) == d {
+		return
+	}
+	f.dirMu.Lock()
+	close(f.dirCh)
+	f.dirCh = make(chan struct{})
+	f.dirMu.Unlock()
+}
 
 // batchResult is what Apply returns for a cmdBatch entry: one result per
 // request, in entry order. Readers share it and must not modify it.
@@ -90,6 +119,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 		return &batchResult{res: res}
 	case cmdPolicySet, cmdPolicyDel, cmdPolicyReplace:
 		return f.applyPolicyEntry(&e)
+	case cmdMeta:
+		return f.applyMetaEntry(e.meta, l.Index) // directory.go
 	}
 	panic(fmt.Sprintf("cluster: log entry %d has unknown command type %d", l.Index, e.cmd))
 }

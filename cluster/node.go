@@ -697,3 +697,38 @@ func (n *Node) applyWait(ctx context.Context, entry []byte) (any, error) {
 	}
 	return f.Response(), nil
 }
+
+// IsLeader reports whether this node leads its group now.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// LeaderID is the id of the group's leader as this node knows it, "" while
+// none is known.
+func (n *Node) LeaderID() string {
+	_, id := n.raft.LeaderWithID()
+	return string(id)
+}
+
+// Group is the Raft group this node is a replica of.
+func (n *Node) Group() uint32 { return n.cfg.Group }
+
+// Peers is the group's current configuration as this node knows it.
+func (n *Node) Peers() []Peer {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	var out []Peer
+	for _, s := range f.Configuration().Servers {
+		out = append(out, Peer{ID: string(s.ID), Addr: string(s.Address)})
+	}
+	return out
+}
+
+// TransferLeadership hands this group's leadership to the node id (this
+// node must lead), waiting at most the commit timeout.
+func (n *Node) TransferLeadership(id, addr string) error {
+	return n.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr)).Error()
+}
+
+// Engine is the engine this node replicates.
+func (n *Node) Engine() *engine.Engine { return n.fsm.eng }

@@ -42,20 +42,26 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: snapshot: %w", err)
 	}
-	return &fsmSnapshot{clock: clock, applied: applied, recs: recs, policies: f.policies.Defs()}, nil
+	return &fsmSnapshot{clock: clock, applied: applied, recs: recs, policies: f.policies.Defs(), dir: encodedDirectory(f.dir.Load())}, nil
 }
 
 // Restore replaces the state with a snapshot's (a follower catching up, a
 // node joining, or a restart).
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	clock, applied, recs, defs, err := readSnapshot(rc)
+	clock, applied, recs, defs, dirBytes, err := readSnapshot(rc)
 	if err != nil {
 		return fmt.Errorf("cluster: restore: %w", err)
 	}
 	ps, err := policy.ParseDefs(defs)
 	if err != nil {
 		return fmt.Errorf("cluster: restore: policies: %w", err)
+	}
+	dir := emptyDirectory()
+	if dirBytes != nil {
+		if dir, err = decodeDirectory(dirBytes); err != nil {
+			return fmt.Errorf("cluster: restore: slot directory: %w", err)
+		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -71,7 +77,17 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.now.Store(clock)
 	f.applied.Store(applied)
+	f.setDirectory(dir)
 	return nil
+}
+
+// encodedDirectory is d for a snapshot, or nil while it is not
+// initialised (a data group's, or an unsharded cluster's).
+func encodedDirectory(d *Directory) []byte {
+	if d.Epoch == 0 {
+		return nil
+	}
+	return appendDirectory(nil, d)
 }
 
 type fsmSnapshot struct {
@@ -79,11 +95,12 @@ type fsmSnapshot struct {
 	applied  uint64
 	recs     []engine.Record
 	policies [][]string // definitions, sorted by name
+	dir      []byte     // the slot directory (directory.go), nil when not initialised
 }
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	w := bufio.NewWriterSize(sink, 256<<10)
-	err := writeSnapshot(w, s.clock, s.applied, s.policies, s.recs)
+	err := writeSnapshot(w, s.clock, s.applied, s.policies, s.recs, s.dir)
 	if err == nil {
 		err = w.Flush()
 	}
@@ -103,6 +120,7 @@ func (f *fsm) Digest(ctx context.Context) (applied uint64, digest string, err er
 	f.mu.Lock()
 	clock, applied, recs, err := f.capture(ctx)
 	defs := f.policies.Defs()
+	dir := encodedDirectory(f.dir.Load())
 	f.mu.Unlock()
 	if err != nil {
 		return 0, "", err
@@ -123,36 +141,48 @@ func (f *fsm) Digest(ctx context.Context) (applied uint64, digest string, err er
 	for _, d := range defs {
 		buf = appendWords(buf, d)
 	}
+	// The slot directory, when initialised (the meta group's).
+	buf = append(buf, dir...)
 	h.Write(buf)
 	return applied, hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // The snapshot stream is the persist package's format (the one standalone
 // saves use): the header's clock is the FSM's clock, and its opaque meta
-// holds this package's fields: a meta version byte (1), then the applied
-// index as a uvarint.
-const metaVersion = 1
+// holds this package's fields: a meta version byte, then the applied index
+// as a uvarint; version 2 adds the slot directory (appendDirectory) after
+// it, version 1 has none.
+const (
+	metaVersion    = 1
+	metaVersionDir = 2
+)
 
 var errBadSnapshot = errors.New("bad snapshot")
 
-func writeSnapshot(w io.Writer, clock int64, applied uint64, policies [][]string, recs []engine.Record) error {
+func writeSnapshot(w io.Writer, clock int64, applied uint64, policies [][]string, recs []engine.Record, dir []byte) error {
 	meta := binary.AppendUvarint([]byte{metaVersion}, applied)
+	if dir != nil {
+		meta = append(binary.AppendUvarint([]byte{metaVersionDir}, applied), dir...)
+	}
 	return persist.Encode(w, persist.Header{ClockNanos: clock, Meta: meta, Policies: policies}, recs)
 }
 
-func readSnapshot(r io.Reader) (clock int64, applied uint64, recs []engine.Record, policies [][]string, err error) {
+func readSnapshot(r io.Reader) (clock int64, applied uint64, recs []engine.Record, policies [][]string, dir []byte, err error) {
 	h, recs, err := persist.Decode(r)
 	if err != nil {
-		return 0, 0, nil, nil, err
+		return 0, 0, nil, nil, nil, err
 	}
-	if len(h.Meta) < 2 || h.Meta[0] != metaVersion {
-		return 0, 0, nil, nil, fmt.Errorf("%w: not a Raft snapshot of this version (meta %x)", errBadSnapshot, h.Meta)
+	if len(h.Meta) < 2 || (h.Meta[0] != metaVersion && h.Meta[0] != metaVersionDir) {
+		return 0, 0, nil, nil, nil, fmt.Errorf("%w: not a Raft snapshot of this version (meta %x)", errBadSnapshot, h.Meta)
 	}
 	applied, n := binary.Uvarint(h.Meta[1:])
-	if n <= 0 || n != len(h.Meta)-1 {
-		return 0, 0, nil, nil, fmt.Errorf("%w: bad meta %x", errBadSnapshot, h.Meta)
+	if n <= 0 || (h.Meta[0] == metaVersion && n != len(h.Meta)-1) {
+		return 0, 0, nil, nil, nil, fmt.Errorf("%w: bad meta %x", errBadSnapshot, h.Meta)
 	}
-	return h.ClockNanos, applied, recs, h.Policies, nil
+	if h.Meta[0] == metaVersionDir {
+		dir = h.Meta[1+n:]
+	}
+	return h.ClockNanos, applied, recs, h.Policies, dir, nil
 }
 
 // appendRecord encodes a record for the digest.
