@@ -732,3 +732,11 @@ func (n *Node) TransferLeadership(id, addr string) error {
 
 // Engine is the engine this node replicates.
 func (n *Node) Engine() *engine.Engine { return n.fsm.eng }
+
+// ForEachKey calls fn with every live key of this replica, at the time of
+// its last applied entry (no shard moves past what the log says). Keys are
+// visited in no order; fn's error stops the walk.
+func (n *Node) ForEachKey(ctx context.Context, fn func(key string) error) error {
+	_, err := n.fsm.eng.Export(ctx, n.fsm.now.Load(), func(r engine.Record) error { return fn(r.Key) })
+	return err
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rlserver/rlserver/cluster"
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/groups"
 )
 
 // Cluster mode flags: set --node-id to run as a Raft member.
@@ -34,6 +35,8 @@ type clusterOptions struct {
 	snapshotThreshold uint64
 	snapshotInterval  time.Duration
 	diskStallTimeout  time.Duration
+	groups            int
+	redirect          string
 }
 
 // exitDiskStall is the exit status of a leader whose Raft log write stalled
@@ -56,6 +59,8 @@ func addClusterFlags(fs *flag.FlagSet, c *clusterOptions) {
 	fs.DurationVar(&c.commitTimeout, "commit-timeout", 2*time.Second, "cluster mode: longest wait for a command to be committed and applied")
 	fs.Uint64Var(&c.snapshotThreshold, "snapshot-threshold", 8192, "cluster mode: log entries between Raft snapshots")
 	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", 30*time.Second, "cluster mode: how often Raft checks --snapshot-threshold (each check waits this to twice this)")
+	fs.IntVar(&c.groups, "groups", 0, "cluster mode: shard the keyspace over this many Raft groups behind the Redis Cluster protocol (first start only; 0: one Raft group, no hash slots)")
+	fs.StringVar(&c.redirect, "cluster-redirect", "moved", "cluster mode with --groups: for a key whose group this node does not lead, answer -MOVED (moved, for Redis Cluster clients) or forward it to that group's leader (forward, for other clients)")
 	fs.DurationVar(&c.diskStallTimeout, "raft-disk-stall-timeout", time.Second, "cluster mode: a leader whose Raft log write has not finished within this exits with status 3, so that another node leads (0: never)")
 }
 
@@ -86,6 +91,12 @@ func (c *clusterOptions) check() error {
 			return fmt.Errorf("invalid value for --peers: %v", err)
 		}
 	}
+	if c.groups < 0 || c.groups > 1024 {
+		return fmt.Errorf("--groups must be between 0 and 1024")
+	}
+	if _, err := groups.ParseRedirect(c.redirect); err != nil {
+		return fmt.Errorf("invalid value for --cluster-redirect: %v", err)
+	}
 	if c.diskStallTimeout != 0 && c.diskStallTimeout < 10*time.Millisecond {
 		return fmt.Errorf("--raft-disk-stall-timeout must be 0 (off) or at least 10ms")
 	}
@@ -98,6 +109,30 @@ func (c *clusterOptions) check() error {
 // openCluster starts the Raft node over eng, with its state in dir/raft,
 // and starts joining in the background when asked to.
 func openCluster(ctx context.Context, c clusterOptions, eng *engine.Engine, dir string, respAddr net.Addr, password string, sec security, log *slog.Logger) (*cluster.Node, error) {
+	n, err := cluster.Open(nodeConfig(c, dir, respAddr, sec, log), eng)
+	if err != nil {
+		return nil, err
+	}
+	return n, startJoin(ctx, c, n, password, sec, log)
+}
+
+// openHost starts a sharded node (--groups): the meta group and a replica
+// of every data group, in dir/raft/meta and dir/raft/gN.
+func openHost(ctx context.Context, c clusterOptions, shards int, dir string, respAddr net.Addr, password string, sec security, log *slog.Logger) (*groups.Host, error) {
+	redirect, _ := groups.ParseRedirect(c.redirect)
+	h, err := groups.Open(groups.Config{
+		Node:     nodeConfig(c, dir, respAddr, sec, log),
+		Groups:   c.groups,
+		Shards:   shards,
+		Redirect: redirect,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return h, startJoin(ctx, c, h, password, sec, log)
+}
+
+func nodeConfig(c clusterOptions, dir string, respAddr net.Addr, sec security, log *slog.Logger) cluster.Config {
 	peers, _ := cluster.ParsePeers(c.peers)
 	adv := c.advertise
 	if adv == "" {
@@ -108,7 +143,7 @@ func openCluster(ctx context.Context, c clusterOptions, eng *engine.Engine, dir 
 			}
 		}
 	}
-	n, err := cluster.Open(cluster.Config{
+	return cluster.Config{
 		NodeID:            c.nodeID,
 		RaftAddr:          c.raftAddr,
 		RaftAdvertise:     c.raftAdvertise,
@@ -131,27 +166,37 @@ func openCluster(ctx context.Context, c clusterOptions, eng *engine.Engine, dir 
 		Logger:  log,
 		TLS:     sec.clusterServer,
 		DialTLS: sec.clusterDial,
-	}, eng)
-	if err != nil {
-		return nil, err
 	}
+}
+
+// startJoin starts joining through --join when asked to and the node is
+// not a member yet. One attempt runs before serving, so that credentials
+// or TLS settings the member refuses stop the start with one clear line
+// (the node is closed then); a member that is not reachable yet is
+// retried in the background (join.go).
+func startJoin(ctx context.Context, c clusterOptions, n joiner, password string, sec security, log *slog.Logger) error {
 	if c.join == "" || n.HasState() {
-		return n, nil
+		return nil
 	}
 	jt := joinOptions(c, password, sec)
-	// One attempt before serving, so that credentials or TLS settings the
-	// member refuses stop the start with one clear line; a member that is
-	// not reachable yet is retried in the background (join.go).
-	err = joinOnce(ctx, n, c.nodeID, jt, log)
+	err := joinOnce(ctx, n, c.nodeID, jt, log)
 	if joinRefused(err) {
 		n.Close()
-		return nil, fmt.Errorf("cannot join the cluster through %s: %v%s", c.join, err, joinHint(err))
+		return fmt.Errorf("cannot join the cluster through %s: %v%s", c.join, err, joinHint(err))
 	}
 	if err != nil {
 		log.Warn("join failed; retrying in the background", "via", c.join, "err", err)
 		go joinVia(ctx, n, c.nodeID, jt, log)
 	}
-	return n, nil
+	return nil
+}
+
+// joiner is the node --join adds: a cluster.Node or a groups.Host.
+type joiner interface {
+	RaftAddr() string
+	HasState() bool
+	Done() <-chan struct{}
+	Close() error
 }
 
 // joinOptions is what --join presents to the member: --join-user and

@@ -60,7 +60,7 @@ func joinRefused(err error) bool {
 // or has no leader, every refusedRetry when it refused what this node
 // presented (its configuration may still change). A node whose directory
 // already holds Raft state is a member already and needs no join.
-func joinVia(ctx context.Context, n *cluster.Node, id string, t joinTarget, log *slog.Logger) error {
+func joinVia(ctx context.Context, n joiner, id string, t joinTarget, log *slog.Logger) error {
 	for {
 		err := joinOnce(ctx, n, id, t, log)
 		if err == nil {
@@ -91,7 +91,7 @@ const refusedRetry = 5 * time.Second
 // joinOnce makes one attempt at what joinVia repeats, for node id at n's
 // advertised Raft address. Errors for which joinRefused is true name what
 // the member refused.
-func joinOnce(ctx context.Context, n *cluster.Node, id string, t joinTarget, log *slog.Logger) error {
+func joinOnce(ctx context.Context, n joiner, id string, t joinTarget, log *slog.Logger) error {
 	err := join(ctx, t, id, n.RaftAddr())
 	if err == nil {
 		log.Info("joined the cluster", "via", t.Addr)

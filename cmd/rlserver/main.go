@@ -26,6 +26,8 @@ import (
 
 	"github.com/rlserver/rlserver/cluster"
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/groups"
+	"github.com/rlserver/rlserver/policy"
 	"github.com/rlserver/rlserver/server"
 	"github.com/rlserver/rlserver/standalone"
 )
@@ -231,23 +233,39 @@ func run(o options) error {
 	defer eng.Close()
 	var backend server.Backend
 	var node *cluster.Node
-	if o.cluster.nodeID != "" {
+	var sharded *groups.Host
+	var replicated interface {
+		clusterView
+		Close() error
+		ReplacePolicies(context.Context, []*policy.Policy) error
+		Sweep(context.Context, time.Duration, int)
+	}
+	switch {
+	case o.cluster.nodeID != "" && o.cluster.groups > 0:
+		sharded, err = openHost(context.Background(), o.cluster, o.shards, o.dir, ln.Addr(), o.requirePass, sec, log)
+		if err != nil {
+			return err
+		}
+		backend, replicated = sharded, sharded
+	case o.cluster.nodeID != "":
 		node, err = openCluster(context.Background(), o.cluster, eng, o.dir, ln.Addr(), o.requirePass, sec, log)
 		if err != nil {
 			return err
 		}
-		backend = node
+		backend, replicated = node, node
+	}
+	if replicated != nil {
 		// The policy file is checked before serving; the cluster adopts
 		// it once a leader applies it (policies.go).
 		ps, err := o.policies.read()
 		if err != nil {
-			node.Close()
+			replicated.Close()
 			return err
 		}
 		if o.policies.file != "" {
 			pctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			go proposePolicies(pctx, node, o.policies.file, ps, log)
+			go proposePolicies(pctx, replicated, o.policies.file, ps, log)
 		}
 	}
 	// Standalone, the state lives in snapshots: loaded here, saved by
@@ -255,7 +273,7 @@ func run(o options) error {
 	// engine closes on any return).
 	var snaps *snapshots
 	var alone *standalone.Backend
-	if node == nil {
+	if replicated == nil {
 		if snaps, err = openSnapshots(o.persist, o.dir, eng, log); err != nil {
 			return err
 		}
@@ -300,8 +318,8 @@ func run(o options) error {
 	swept := make(chan struct{})
 	go func() {
 		defer close(swept)
-		if node != nil {
-			node.Sweep(ctx, 100*time.Millisecond, 1000)
+		if replicated != nil {
+			replicated.Sweep(ctx, 100*time.Millisecond, 1000)
 		} else {
 			alone.Sweep(ctx, 100*time.Millisecond, 1000)
 		}
@@ -314,7 +332,11 @@ func run(o options) error {
 	})
 	defer stopSweep()
 	go reloadOnHangup(ctx, srv, o.policies.file, log)
-	opsSrv, err := startOps(ctx, o.ops.metricsAddr, srv, eng, node, snaps, o.requirePass, log)
+	var view clusterView
+	if replicated != nil {
+		view = replicated
+	}
+	opsSrv, err := startOps(ctx, o.ops.metricsAddr, srv, eng, view, snaps, o.requirePass, log)
 	if err != nil {
 		return err
 	}
@@ -347,8 +369,8 @@ func run(o options) error {
 	if err := snaps.close(); err != nil {
 		return fmt.Errorf("final snapshot save failed: %v", err)
 	}
-	if node != nil {
-		if err := node.Close(); err != nil {
+	if replicated != nil {
+		if err := replicated.Close(); err != nil {
 			log.Warn("raft shutdown", "err", err)
 		}
 	}

@@ -16,10 +16,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rlserver/rlserver/cluster"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/metrics"
 	"github.com/rlserver/rlserver/server"
+	"github.com/rlserver/rlserver/status"
 	"github.com/rlserver/rlserver/statuspage"
 )
 
@@ -161,10 +161,18 @@ type opsServer struct {
 	done chan struct{}
 }
 
+// clusterView is what the ops server reads from a cluster node: a
+// cluster.Node, or a sharded node's groups.Host.
+type clusterView interface {
+	ClusterStatus() status.Cluster
+	RaftSnapshotStatus() status.RaftSnapshots
+	Removed() bool
+}
+
 // startOps listens on --metrics-addr and serves /metrics, /healthz,
 // /readyz and the status page until stop. It returns nil when the address
 // is empty. node is nil standalone, snaps nil in cluster mode.
-func startOps(ctx context.Context, addr string, srv *server.Server, eng *engine.Engine, node *cluster.Node, snaps *snapshots, password string, log *slog.Logger) (*opsServer, error) {
+func startOps(ctx context.Context, addr string, srv *server.Server, eng *engine.Engine, node clusterView, snaps *snapshots, password string, log *slog.Logger) (*opsServer, error) {
 	if addr == "" {
 		return nil, nil
 	}

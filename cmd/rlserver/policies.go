@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rlserver/rlserver/cluster"
 	"github.com/rlserver/rlserver/policy"
 	"github.com/rlserver/rlserver/server"
 )
@@ -81,7 +80,9 @@ func standalonePolicies(p policyOptions, snaps *snapshots, log *slog.Logger) (*p
 // proposePolicies has the cluster adopt the file's policies (read at
 // start), retrying in the background until a leader applies them or ctx
 // ends.
-func proposePolicies(ctx context.Context, node *cluster.Node, file string, ps []*policy.Policy, log *slog.Logger) {
+func proposePolicies(ctx context.Context, node interface {
+	ReplacePolicies(context.Context, []*policy.Policy) error
+}, file string, ps []*policy.Policy, log *slog.Logger) {
 	for {
 		err := node.ReplacePolicies(ctx, ps)
 		if err == nil {

@@ -21,6 +21,8 @@ var allowed = map[string][]string{
 	"memlimit":   {"engine"},
 	"standalone": {"engine", "policy"},
 	"cluster":    {"engine", "persist", "policy", "status"},
+	"groups":     {"cluster", "engine", "policy", "slots", "status"},
+	"slots":      {},
 	"metrics":    {"engine", "internal/offheap", "memlimit", "policy", "status"},
 	"statuspage": {"status"},
 }

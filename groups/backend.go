@@ -1,0 +1,277 @@
+package groups
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/policy"
+)
+
+// notServed: the key's slot has no group open on this node (not assigned,
+// or this node has not opened its group yet). Nothing was applied.
+type notServed struct{}
+
+func (notServed) Error() string    { return "hash slot not served" }
+func (notServed) WireText() string { return "CLUSTERDOWN Hash slot not served" }
+
+var errNotServed error = notServed{}
+
+// Do applies a pipeline's requests, each in the group that owns its key's
+// slot: one call per group, the groups in parallel. A group's failure is
+// reported in its own requests' results only.
+func (h *Host) Do(ctx context.Context, reqs []engine.Request, res []engine.Result) error {
+	return h.DoPolicies(ctx, reqs, nil, res)
+}
+
+// DoPolicies is Do for a batch in which names[i], when not nil, names the
+// policy request i is made from (server.Policies).
+func (h *Host) DoPolicies(ctx context.Context, reqs []engine.Request, names [][]byte, res []engine.Result) error {
+	if len(reqs) == 0 {
+		return nil
+	}
+	gs := h.set.Load()
+	first := gs.member(reqs[0].Key)
+	same := true
+	for i := 1; i < len(reqs) && same; i++ {
+		same = gs.member(reqs[i].Key) == first
+	}
+	if same {
+		if first == nil {
+			for i := range res {
+				res[i] = engine.Result{Err: errNotServed}
+			}
+			return nil
+		}
+		return first.do(ctx, reqs, names, res)
+	}
+	// Split by group, keeping each group's requests in order.
+	type part struct {
+		m     *member
+		idx   []int
+		reqs  []engine.Request
+		names [][]byte
+		res   []engine.Result
+	}
+	parts := map[*member]*part{}
+	var order []*part
+	for i := range reqs {
+		m := gs.member(reqs[i].Key)
+		if m == nil {
+			res[i] = engine.Result{Err: errNotServed}
+			continue
+		}
+		p := parts[m]
+		if p == nil {
+			p = &part{m: m}
+			parts[m] = p
+			order = append(order, p)
+		}
+		p.idx = append(p.idx, i)
+		p.reqs = append(p.reqs, reqs[i])
+		if names != nil {
+			p.names = append(p.names, names[i])
+		}
+	}
+	var wg sync.WaitGroup
+	for _, p := range order {
+		p.res = make([]engine.Result, len(p.reqs))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.m.do(ctx, p.reqs, p.names, p.res); err != nil {
+				for k := range p.res {
+					p.res[k] = engine.Result{Err: err}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, p := range order {
+		for k, i := range p.idx {
+			res[i] = p.res[k]
+		}
+	}
+	return nil
+}
+
+func (m *member) do(ctx context.Context, reqs []engine.Request, names [][]byte, res []engine.Result) error {
+	if names == nil {
+		return m.node.Do(ctx, reqs, res)
+	}
+	return m.node.DoPolicies(ctx, reqs, names, res)
+}
+
+// Len counts live keys (DBSIZE): with MOVED redirection, of the groups this
+// node leads (a cluster client sums DBSIZE over the masters); with
+// forwarding, of every group.
+func (h *Host) Len(ctx context.Context) (int, error) {
+	total := 0
+	for _, m := range h.set.Load().ordered {
+		if h.cfg.Redirect == Moved && !m.node.IsLeader() {
+			continue
+		}
+		n, err := m.node.Len(ctx)
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// Flush removes every key of every group (FLUSHALL), through each group's
+// leader.
+func (h *Host) Flush(ctx context.Context) error {
+	for _, m := range h.set.Load().ordered {
+		if err := m.node.Flush(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Usage sums this process's replicas (memlimit.Backend).
+func (h *Host) Usage(ctx context.Context) (engine.Usage, error) {
+	var u engine.Usage
+	for _, m := range h.set.Load().ordered {
+		mu, err := m.node.Usage(ctx)
+		if err != nil {
+			return u, err
+		}
+		for k, n := range mu.Keys {
+			u.Keys[k] += n
+		}
+		u.Stored += mu.Stored
+		u.Charged += mu.Charged
+		u.Allocated += mu.Allocated
+	}
+	return u, nil
+}
+
+// MemoryLeader reports whether this node leads a data group: only leaders
+// decide to refuse or evict (memlimit.Backend).
+func (h *Host) MemoryLeader() bool {
+	for _, m := range h.set.Load().ordered {
+		if m.node.IsLeader() {
+			return true
+		}
+	}
+	return false
+}
+
+// SetNoCreate turns the refusal of new keys on or off in the groups this
+// node leads.
+func (h *Host) SetNoCreate(ctx context.Context, on bool) error {
+	var errs []error
+	for _, m := range h.set.Load().ordered {
+		if m.node.IsLeader() {
+			errs = append(errs, m.node.SetNoCreate(ctx, on))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Evict runs one eviction round in each group this node leads.
+func (h *Host) Evict(ctx context.Context, r engine.EvictRange) (int, error) {
+	total := 0
+	for _, m := range h.set.Load().ordered {
+		if !m.node.IsLeader() {
+			continue
+		}
+		n, err := m.node.Evict(ctx, r)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// ExpiredKeys sums the keys the groups' sweeps dropped on this node.
+func (h *Host) ExpiredKeys() int64 {
+	var n int64
+	for _, m := range h.set.Load().ordered {
+		n += m.node.ExpiredKeys()
+	}
+	return n
+}
+
+// EvictedKeys sums the keys evicted in the groups on this node.
+func (h *Host) EvictedKeys() int64 {
+	var n int64
+	for _, m := range h.set.Load().ordered {
+		n += m.node.EvictedKeys()
+	}
+	return n
+}
+
+// Sweep drops expired keys in every group's replica (cluster.Node.Sweep)
+// until ctx ends, including groups opened meanwhile.
+func (h *Host) Sweep(ctx context.Context, interval time.Duration, budget int) {
+	var wg sync.WaitGroup
+	start := func(m *member) {
+		wg.Add(1)
+		go func() { defer wg.Done(); m.node.Sweep(ctx, interval, budget) }()
+	}
+	h.sweepMu.Lock()
+	h.sweep = start
+	for _, m := range h.set.Load().ordered {
+		start(m)
+	}
+	h.sweepMu.Unlock()
+	<-ctx.Done()
+	h.sweepMu.Lock()
+	h.sweep = nil
+	h.sweepMu.Unlock()
+	wg.Wait()
+}
+
+// Policies: every data group keeps the policy table (its batches resolve
+// names in their own FSM), so a change is applied to every group, one after
+// the other; a change that fails part-way is reported and may be repeated
+// (SET, DEL and LOAD are idempotent).
+
+// PolicyStore is the policy table of the lowest group on this node.
+func (h *Host) PolicyStore() *policy.Store {
+	gs := h.set.Load()
+	if len(gs.ordered) == 0 {
+		return h.meta.PolicyStore()
+	}
+	return gs.ordered[0].node.PolicyStore()
+}
+
+// SetPolicy adds or replaces a policy in every group.
+func (h *Host) SetPolicy(ctx context.Context, p *policy.Policy) error {
+	for _, m := range h.set.Load().ordered {
+		if err := m.node.SetPolicy(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DelPolicy removes a policy from every group; it reports whether any had it.
+func (h *Host) DelPolicy(ctx context.Context, name string) (bool, error) {
+	found := false
+	for _, m := range h.set.Load().ordered {
+		ok, err := m.node.DelPolicy(ctx, name)
+		if err != nil {
+			return found, err
+		}
+		found = found || ok
+	}
+	return found, nil
+}
+
+// ReplacePolicies makes ps the whole policy table of every group.
+func (h *Host) ReplacePolicies(ctx context.Context, ps []*policy.Policy) error {
+	for _, m := range h.set.Load().ordered {
+		if err := m.node.ReplacePolicies(ctx, ps); err != nil {
+			return err
+		}
+	}
+	return nil
+}

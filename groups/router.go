@@ -1,0 +1,140 @@
+package groups
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/rlserver/rlserver/cluster"
+	"github.com/rlserver/rlserver/slots"
+	"github.com/rlserver/rlserver/status"
+)
+
+// Route says how this node handles a command on slot (server.SlotRouter):
+// served here when it leads the slot's group, with --cluster-redirect
+// forward, or while the group has no leader it knows of (the group's node
+// then waits for one and forwards, within the commit timeout); redirected
+// to the group leader's client address otherwise. A slot no group owns, or
+// whose group is not open here yet, is not served.
+func (h *Host) Route(slot int) (serve bool, addr string) {
+	gs := h.set.Load()
+	m := gs.bySlot[slot]
+	if m == nil {
+		return false, ""
+	}
+	if h.cfg.Redirect == Forward || m.node.IsLeader() {
+		return true, ""
+	}
+	leader := m.node.LeaderID()
+	if leader == "" {
+		return true, ""
+	}
+	addr = gs.dir.Nodes[leader]
+	if addr == "" {
+		return true, ""
+	}
+	return false, addr
+}
+
+// Topology is the slot map as this node sees it (server.SlotRouter).
+func (h *Host) Topology() status.Topology {
+	gs := h.set.Load()
+	d := gs.dir
+	t := status.Topology{MyID: h.myID, Epoch: d.Epoch, Forward: h.cfg.Redirect == Forward}
+	for _, p := range h.meta.Peers() {
+		t.Nodes = append(t.Nodes, status.TopologyNode{
+			ID: NodeID40(p.ID), Name: p.ID, Addr: d.Nodes[p.ID], RaftAddr: p.Addr,
+			Myself: p.ID == h.cfg.Node.NodeID,
+		})
+	}
+	slices.SortFunc(t.Nodes, func(a, b status.TopologyNode) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	leaders := map[uint32]string{}
+	for _, m := range gs.ordered {
+		leaders[m.id] = m.node.LeaderID()
+	}
+	for _, r := range cluster.SlotRuns(d.Slots) {
+		sr := status.SlotRange{Start: r.Start, End: r.End, Group: r.Group}
+		if l := leaders[r.Group]; l != "" && d.Nodes[l] != "" {
+			sr.Leader = NodeID40(l)
+		}
+		t.Ranges = append(t.Ranges, sr)
+	}
+	for _, g := range d.Groups {
+		sg := status.Group{ID: g.ID}
+		for _, r := range t.Ranges {
+			if r.Group == g.ID {
+				sg.Ranges = append(sg.Ranges, r)
+				sg.Slots += r.End - r.Start + 1
+			}
+		}
+		if m := gs.byID[g.ID]; m != nil {
+			st := m.node.ClusterStatus()
+			sg.Leader, sg.Role = st.LeaderID, st.Role
+			sg.Applied, sg.Commit, sg.LastLog = st.AppliedIndex, st.CommitIndex, st.LastLogIndex
+			if sg.LastLog > sg.Applied {
+				sg.Lag = sg.LastLog - sg.Applied
+			}
+			for _, n := range st.Nodes {
+				sg.Members = append(sg.Members, n.ID)
+			}
+			if u, err := m.node.Usage(context.Background()); err == nil {
+				sg.Keys = u.Stored
+			}
+		}
+		t.Groups = append(t.Groups, sg)
+	}
+	return t
+}
+
+var errBadSlot = errors.New("invalid slot")
+
+// CountKeysInSlot counts this replica's live keys in slot.
+func (h *Host) CountKeysInSlot(ctx context.Context, slot int) (int, error) {
+	n := 0
+	err := h.keysInSlot(ctx, slot, func(string) bool { n++; return true })
+	return n, err
+}
+
+// KeysInSlot lists up to count of this replica's live keys in slot.
+func (h *Host) KeysInSlot(ctx context.Context, slot int, count int) ([]string, error) {
+	var keys []string
+	if count <= 0 {
+		return keys, nil
+	}
+	err := h.keysInSlot(ctx, slot, func(k string) bool {
+		keys = append(keys, k)
+		return len(keys) < count
+	})
+	slices.Sort(keys)
+	return keys, err
+}
+
+var errStop = errors.New("stop")
+
+func (h *Host) keysInSlot(ctx context.Context, slot int, fn func(string) bool) error {
+	if slot < 0 || slot >= slots.Count {
+		return errBadSlot
+	}
+	m := h.set.Load().bySlot[slot]
+	if m == nil {
+		return nil
+	}
+	err := m.node.ForEachKey(ctx, func(k string) error {
+		if slots.OfString(k) == slot && !fn(k) {
+			return errStop
+		}
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		return nil
+	}
+	return err
+}
