@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -35,6 +36,8 @@ func init() {
 			dangerous(clusterSub("join", 4, "Adds a voting member: RL.CLUSTER JOIN node-id raft-host:port.", cmdClusterJoin)),
 			dangerous(clusterSub("remove", 3, "Removes a member: RL.CLUSTER REMOVE node-id.", cmdClusterRemove)),
 			clusterSub("digest", 2, "Returns [applied_index, state_digest] of this replica.", cmdClusterDigest),
+			clusterSub("groups", 2, "Lists the Raft groups of a sharded cluster: id leader role slots keys applied lag, one per line.", cmdClusterGroups),
+			dangerous(clusterSub("addgroup", 2, "Adds a Raft group with no slots to a sharded cluster; returns its id.", cmdClusterAddGroup)),
 		),
 		&command{name: "role", arity: 1, flags: []string{"noscript", "loading", "stale", "fast"}, acl: []string{"@admin", "@fast", "@dangerous"},
 			summary: "Returns the replication role.", group: "server", since: "2.8.12", handler: cmdRole},
@@ -140,6 +143,63 @@ func cmdClusterDigest(_ *Server, c *client, cl Cluster, _ [][]byte) outcome {
 	return cmdOK
 }
 
+// GroupAdder is what RL.CLUSTER ADDGROUP needs from a sharded backend.
+type GroupAdder interface {
+	AddGroup(ctx context.Context) (uint32, error)
+}
+
+// ErrTextNotSharded answers the group commands on a cluster without
+// --groups.
+const ErrTextNotSharded = "ERR this node is not sharded: start the cluster with --groups to use Raft groups"
+
+func cmdClusterGroups(s *Server, c *client, _ Cluster, _ [][]byte) outcome {
+	r := s.slotRouter()
+	if r == nil {
+		c.rep.error(ErrTextNotSharded)
+		return cmdOK
+	}
+	var b strings.Builder
+	for _, g := range r.Topology().Groups {
+		var ranges []string
+		for _, sr := range g.Ranges {
+			if sr.Start == sr.End {
+				ranges = append(ranges, strconv.Itoa(sr.Start))
+			} else {
+				ranges = append(ranges, strconv.Itoa(sr.Start)+"-"+strconv.Itoa(sr.End))
+			}
+		}
+		fmt.Fprintf(&b, "%d leader=%s role=%s slots=%s keys=%d applied=%d lag=%d\n",
+			g.ID, orDash(g.Leader), orDash(g.Role), orDash(strings.Join(ranges, ",")), g.Keys, g.Applied, g.Lag)
+	}
+	c.rep.verbatim(b.String())
+	return cmdOK
+}
+
+func cmdClusterAddGroup(s *Server, c *client, _ Cluster, _ [][]byte) outcome {
+	ga, ok := s.backend.(GroupAdder)
+	if !ok {
+		c.rep.error(ErrTextNotSharded)
+		return cmdOK
+	}
+	g, err := ga.AddGroup(context.Background())
+	if err != nil && g == 0 {
+		c.rep.error(engineErrorText(err))
+		return cmdOK
+	}
+	if err != nil {
+		c.rep.error("ERR " + err.Error())
+		return cmdOK
+	}
+	c.rep.conn.WriteInt64(int64(g))
+	return cmdOK
+}
+
+// slotRouter returns the backend's slot routing, or nil when it has none.
+func (s *Server) slotRouter() SlotRouter {
+	r, _ := s.backend.(SlotRouter)
+	return r
+}
+
 // splitHostPort splits a RESP address for ROLE; an unknown one is ("?", 0).
 func splitHostPort(addr string) (string, int64) {
 	host, port, err := net.SplitHostPort(addr)
@@ -155,7 +215,8 @@ func splitHostPort(addr string) (string, int64) {
 // Offsets are Raft applied indexes.
 func cmdRole(s *Server, c *client, _ [][]byte) outcome {
 	cl := s.cluster()
-	if cl == nil {
+	// A sharded node is a master, as every node of CLUSTER NODES is.
+	if cl == nil || s.slotRouter() != nil {
 		c.rep.conn.WriteArray(3)
 		c.rep.conn.WriteBulkString("master")
 		c.rep.conn.WriteInt64(0)
@@ -209,10 +270,16 @@ func (s *Server) writeReplicationInfo(kv func(k string, v any)) {
 	}
 	st := cl.ClusterStatus()
 	l := st.Leader()
-	if st.Role == "leader" {
+	switch {
+	case s.slotRouter() != nil:
+		// Sharded: every node is a master of the slots it leads (the
+		// raft_* fields below are the meta group's).
+		kv("role", "master")
+		kv("connected_slaves", 0)
+	case st.Role == "leader":
 		kv("role", "master")
 		kv("connected_slaves", max(len(st.Nodes)-1, 0))
-	} else {
+	default:
 		kv("role", "slave")
 		if l != nil {
 			host, port := splitHostPort(l.RESPAddr)
