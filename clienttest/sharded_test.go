@@ -1,0 +1,123 @@
+package clienttest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestShardedForward: three processes, three data groups, with
+// --cluster-redirect forward, driven by clients that are not cluster-aware:
+// every node serves every key (forwarding to the key's group leader), the
+// group leaders spread one per process, a killed leader's group is taken
+// over and handed back when it returns, and RL.CLUSTER ADDGROUP grows the
+// cluster by a group.
+func TestShardedForward(t *testing.T) {
+	c := startSharded(t, 3, "--cluster-redirect", "forward")
+	c.waitSpread(20 * time.Second)
+
+	ctx := context.Background()
+	clients := make([]*redis.Client, len(c.nodes))
+	for i, n := range c.nodes {
+		clients[i] = clusterClient(t, n.respAddr)
+	}
+	const keys = 300
+	// Each key is charged once through each of two different nodes: the
+	// second sees the first's charge, whichever groups they lead.
+	for round := range 2 {
+		for k := range keys {
+			ok, rem, err := allowOnce(ctx, clients[(k+round)%3], fmt.Sprintf("fwd%d", k), 5, 1)
+			if err != nil || !ok || rem != int64(4-round) {
+				t.Fatalf("key fwd%d round %d: allowed %v remaining %d err %v; want allowed, %d left", k, round, ok, rem, err, 4-round)
+			}
+		}
+	}
+	for i, cl := range clients {
+		if n, err := cl.DBSize(ctx).Result(); err != nil || n != keys {
+			t.Fatalf("DBSIZE on %s: %d, %v; want %d (forwarding counts every group)", c.nodes[i].id, n, err, keys)
+		}
+	}
+	// Each group holds its slots' share of the keys, on every replica.
+	c.converge(20 * time.Second)
+	total := 0
+	for _, g := range groupsOf(c.nodes[0]) {
+		if g.keys == 0 || g.keys == keys {
+			t.Errorf("group %d holds %d of %d keys: the keys should spread over the groups", g.id, g.keys, keys)
+		}
+		total += g.keys
+	}
+	if total != keys {
+		t.Fatalf("the groups hold %d keys, want %d", total, keys)
+	}
+
+	// Kill the leader of group 1: a survivor takes it over, every key is
+	// still served through the others, and the restarted node gets its
+	// group back.
+	victim := c.node(groupLeaders(c.nodes[1])[1])
+	c.kill9(victim)
+	c.waitGroups(3, 10*time.Second)
+	var other *redis.Client
+	for i, n := range c.nodes {
+		if n != victim {
+			other = clients[i]
+		}
+	}
+	for k := range keys {
+		ok, rem, err := allowOnce(ctx, other, fmt.Sprintf("fwd%d", k), 5, 1)
+		if err != nil || !ok || rem != 2 {
+			t.Fatalf("after killing %s, key fwd%d: allowed %v remaining %d err %v; want allowed, 2 left", victim.id, k, ok, rem, err)
+		}
+	}
+	c.launch(victim)
+	c.waitGroups(3, 20*time.Second)
+	c.waitSpread(30 * time.Second)
+	c.converge(20 * time.Second)
+
+	// Grow by one group: it gets a leader on every node's view, no slots.
+	v, err := rawDo(c.nodes[2].respAddr, 10*time.Second, "RL.CLUSTER", "ADDGROUP")
+	if err != nil || v.kind != ':' || v.num != 4 {
+		t.Fatalf("RL.CLUSTER ADDGROUP: %v, %v; want :4", v, err)
+	}
+	c.waitGroups(4, 20*time.Second)
+	for _, g := range groupsOf(c.nodes[0]) {
+		if g.id == 4 && g.slots != "-" {
+			t.Fatalf("the new group owns slots %q; want none until slots move", g.slots)
+		}
+	}
+	// Policies reach every group, the new one included.
+	if err := clients[0].Do(ctx, "RL.POLICY", "SET", "p", "ALLOW", "3", "0.000001").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for k := range 30 {
+		v, err := clients[1].Do(ctx, "RL.CHECK", "p", fmt.Sprintf("pol%d", k)).Slice()
+		if err != nil || len(v) == 0 || v[0] != int64(1) {
+			t.Fatalf("RL.CHECK p pol%d: %v, %v", k, v, err)
+		}
+	}
+}
+
+// waitSpread waits until the data groups' leaders are spread as the
+// balancer places them: each process leads the same number of groups
+// (within one).
+func (c *pcluster) waitSpread(timeout time.Duration) {
+	c.t.Helper()
+	var last map[int]string
+	ok := pollFor(timeout, func() bool {
+		last = groupLeaders(c.nodes[0])
+		count := map[string]int{}
+		for _, l := range last {
+			count[l]++
+		}
+		lo, hi := len(last), 0
+		for _, n := range c.live() {
+			lo, hi = min(lo, count[n.id]), max(hi, count[n.id])
+		}
+		return len(last) > 0 && hi-lo <= 1
+	})
+	if !ok {
+		c.t.Fatalf("group leaders not spread over the nodes within %v: %v", timeout, last)
+	}
+}
