@@ -237,7 +237,8 @@ func (rc *respConn) do(args ...string) value {
 	return readValue(rc.t, rc.r)
 }
 
-// text is an INFO-like reply's text ("" for anything else).
+// String renders v compactly: its type byte, then its text or its
+// elements in brackets.
 func (v value) String() string {
 	switch v.typ {
 	case '*', '~', '%', '>':
