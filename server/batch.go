@@ -22,7 +22,9 @@ import (
 //  3. server.go: Server.handle runs the pipeline as one batch, calling
 //     Server.process per command, which finds the command in the table
 //     (lookup, table.go), checks its arity (command.arityOK), the user's
-//     ACL (Server.checkACL, acl.go), its key's length (Server.checkKeys)
+//     ACL (Server.checkACL, acl.go), its key's length (Server.checkKeys),
+//     where its keys' hash slot is served, when the backend is a
+//     SlotRouter (Server.route, route.go: MOVED, CROSSSLOT, CLUSTERDOWN),
 //     and whether writes are refused (Server.refusesWrite, persist_cmd.go).
 //  4. limiter.go: the rl.allow entry's batch function,
 //     batchBucket(engine.TokenBucket, false), parses key capacity rate

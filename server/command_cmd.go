@@ -68,6 +68,13 @@ func commandCommand() *command {
 					c.rep.error(errGetKeysUnknown)
 					return cmdOK
 				}
+				// Redis's order: a command without keys, then the
+				// arity, then a keyed command whose arguments hold none
+				// (RL.CHECK COST n with no tier).
+				if cmd.firstKey == 0 {
+					c.rep.error(errGetKeysNoKeys)
+					return cmdOK
+				}
 				cargs := args[2:]
 				if !cmd.arityOK(len(cargs)) {
 					c.rep.error(errGetKeysArity)
@@ -75,7 +82,7 @@ func commandCommand() *command {
 				}
 				keys := keyArgs(cmd, cargs)
 				if len(keys) == 0 {
-					c.rep.error(errGetKeysNoKeys)
+					c.rep.error(errGetKeysBadArgs)
 					return cmdOK
 				}
 				c.rep.conn.WriteArray(len(keys))
@@ -160,14 +167,22 @@ func writeCommandInfo(r *replier, c *command) {
 	}
 }
 
-// writeKeySpec describes the keys as one range starting at firstKey.
+// writeKeySpec describes the keys as one range starting at firstKey,
+// with Redis's key-spec flags (an access flag in upper case, the logical
+// ones in lower case, as Redis spells them). A command whose keys move
+// with its options (RL.CHECK [COST n]) has the range of its plainest form
+// flagged incomplete, which is what makes Redis and its clients treat it
+// as movablekeys and ask COMMAND GETKEYS.
 func writeKeySpec(r *replier, c *command) {
-	flags := []string{"RW", "UPDATE"}
+	flags := []string{"RW", "update"}
 	switch {
 	case hasFlag(c, "readonly"):
-		flags = []string{"RO", "ACCESS"}
+		flags = []string{"RO", "access"}
 	case c.name == "del" || c.name == "unlink" || c.name == "rl.reset":
-		flags = []string{"RM", "DELETE"}
+		flags = []string{"RM", "delete"}
+	}
+	if c.movableKeys != nil {
+		flags = append(flags, "incomplete")
 	}
 	lastKey := 0
 	if c.lastKey < 0 {

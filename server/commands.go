@@ -220,7 +220,7 @@ func cmdHello(s *Server, c *client, args [][]byte) outcome {
 	r.conn.WriteBulkString("id")
 	r.conn.WriteInt64(c.id)
 	r.conn.WriteBulkString("mode")
-	r.conn.WriteBulkString("standalone")
+	r.conn.WriteBulkString(s.redisMode())
 	r.conn.WriteBulkString("role")
 	r.conn.WriteBulkString("master")
 	r.conn.WriteBulkString("modules")

@@ -111,6 +111,7 @@ const (
 	errGetKeysUnknown = "ERR Invalid command specified"
 	errGetKeysArity   = "ERR Invalid number of arguments specified for command"
 	errGetKeysNoKeys  = "ERR The command has no key arguments"
+	errGetKeysBadArgs = "ERR Invalid arguments specified for command"
 )
 
 // CONFIG SET (config_cmd.go): Redis's texts; why is the reason a value is

@@ -20,7 +20,7 @@ const redisVersion = "7.4.0"
 
 // infoSections are INFO's sections in Redis's order; INFO with no
 // argument (or "default") gives all but commandstats, as Redis does.
-var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "cpu", "commandstats", "errorstats", "keyspace", "policies"}
+var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "cpu", "commandstats", "errorstats", "cluster", "keyspace", "policies"}
 
 // infoTitles are the section headers where they are not the capitalized
 // name.
@@ -78,7 +78,7 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 		}
 		kv("redis_version", redisVersion)
 		kv("rlserver_version", s.cfg.Version)
-		kv("redis_mode", "standalone")
+		kv("redis_mode", s.redisMode())
 		kv("os", runtime.GOOS+" "+runtime.GOARCH)
 		kv("arch_bits", strconv.Itoa(strconv.IntSize))
 		kv("go_version", runtime.Version())
@@ -117,6 +117,11 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 		kv("acl_access_denied_auth", st.AuthFailures.Load())
 		kv("acl_access_denied_cmd", st.ACLDeniedCmd.Load())
 		kv("acl_access_denied_key", st.ACLDeniedKey.Load())
+		// Keyed commands refused by slot routing (route.go); always 0
+		// without the Redis Cluster protocol.
+		kv("cluster_moved_replies", st.ClusterMoved.Load())
+		kv("cluster_crossslot_replies", st.ClusterCrossSlot.Load())
+		kv("cluster_down_replies", st.ClusterDown.Load())
 	case "cpu":
 		var ru syscall.Rusage
 		if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
@@ -150,11 +155,25 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 		s.writeRaftSnapshotInfo(kv) // cluster mode: Raft's snapshots (raftsnap.go)
 	case "replication":
 		s.writeReplicationInfo(kv)
+	case "cluster":
+		// Redis's: whether the Redis Cluster protocol is on (a SlotRouter
+		// backend). The replication section's cluster_enabled says
+		// whether the backend is replicated.
+		kv("cluster_enabled", b01(s.router != nil))
 	case "policies":
 		s.writePolicyInfo(kv) // policy_cmd.go
 	case "keyspace":
 		s.writeKeyspaceInfo(kv) // memory.go: stored-key counts, no walk
 	}
+}
+
+// redisMode is INFO's redis_mode and HELLO's mode: "cluster" when the
+// server speaks the Redis Cluster protocol, else "standalone".
+func (s *Server) redisMode() string {
+	if s.router != nil {
+		return "cluster"
+	}
+	return "standalone"
 }
 
 func tvSeconds(tv syscall.Timeval) float64 {

@@ -91,6 +91,11 @@ type Stats struct {
 	ExpiredKeys         atomic.Int64 // INFO's copy only: the backend's ExpiredKeys since RESETSTAT
 	NetInputBytes       atomic.Int64 // bytes read from clients (after TLS)
 	NetOutputBytes      atomic.Int64 // bytes of replies written to clients
+	// Keyed commands refused by slot routing (route.go): -MOVED,
+	// -CROSSSLOT, -CLUSTERDOWN.
+	ClusterMoved     atomic.Int64
+	ClusterCrossSlot atomic.Int64
+	ClusterDown      atomic.Int64
 }
 
 // Server serves the Redis protocol on one listener.
@@ -98,6 +103,7 @@ type Server struct {
 	cfg      Config
 	backend  Backend
 	stopper  WriteStopper // the backend, when it may refuse writes (persist_cmd.go)
+	router   SlotRouter   // the backend, when it owns hash slots (route.go); nil: no routing
 	acl      *users
 	openAuth bool // connections start as the default user (on, nopass)
 	started  time.Time
@@ -169,6 +175,7 @@ func New(cfg Config, backend Backend) *Server {
 	}
 	s.maxKeyLen.Store(int64(cfg.MaxKeyLen))
 	s.stopper, _ = backend.(WriteStopper)
+	s.router, _ = backend.(SlotRouter)
 	g := cfg.Guard.Normalized()
 	s.guardLimits.Store(&g)
 	return s
@@ -425,6 +432,13 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 	}
 	if cmd.firstKey > 0 {
 		if text := s.checkKeys(cmd, args); text != "" {
+			c.st.at(cmd.id).rejected++
+			s.reply(c, text)
+			return cmdOK
+		}
+	}
+	if s.router != nil && cmd.firstKey > 0 {
+		if text := s.route(cmd, args); text != "" {
 			c.st.at(cmd.id).rejected++
 			s.reply(c, text)
 			return cmdOK

@@ -359,6 +359,7 @@ type statsBase struct {
 	connections, rejected, commands   int64
 	netIn, netOut, errors             int64
 	expired, evicted, allowed, denied int64
+	moved, crossSlot, clusterDown     int64
 	cmds                              []cmdBase // by command id; nil: never reset
 	errs                              map[string]int64
 }
@@ -379,6 +380,9 @@ func (s *Server) resetStats() {
 	b.netIn = st.NetInputBytes.Load()
 	b.netOut = st.NetOutputBytes.Load()
 	b.errors = st.ErrorReplies.Load()
+	b.moved = st.ClusterMoved.Load()
+	b.crossSlot = st.ClusterCrossSlot.Load()
+	b.clusterDown = st.ClusterDown.Load()
 	b.expired = s.ExpiredKeys()
 	b.evicted = s.EvictedKeys()
 	b.allowed = st.Allowed.Load()
@@ -413,6 +417,9 @@ func (s *Server) statsSinceReset() *Stats {
 	out.ExpiredKeys.Store(s.ExpiredKeys() - b.expired)
 	out.Allowed.Store(st.Allowed.Load() - b.allowed)
 	out.Denied.Store(st.Denied.Load() - b.denied)
+	out.ClusterMoved.Store(st.ClusterMoved.Load() - b.moved)
+	out.ClusterCrossSlot.Store(st.ClusterCrossSlot.Load() - b.crossSlot)
+	out.ClusterDown.Store(st.ClusterDown.Load() - b.clusterDown)
 	out.AuthFailures.Store(st.AuthFailures.Load())
 	out.ACLDeniedCmd.Store(st.ACLDeniedCmd.Load())
 	out.ACLDeniedKey.Store(st.ACLDeniedKey.Load())

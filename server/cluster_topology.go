@@ -1,0 +1,169 @@
+package server
+
+import (
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/rlserver/rlserver/slots"
+	"github.com/rlserver/rlserver/status"
+)
+
+// clusterView is a Topology arranged for the CLUSTER replies: its nodes
+// with their addresses split, and the runs of slots each one leads.
+//
+// A slot is served when its range has a leader that is a known node with
+// a client address: only those appear in SLOTS, SHARDS and NODES and
+// count as ok in INFO, since a client can reach no other.
+type clusterView struct {
+	t        status.Topology
+	nodes    []*viewNode // the nodes with a client address, in Topology order
+	noAddr   []*viewNode // the nodes without one yet
+	runs     []slotRun   // served slots, in slot order, adjacent ranges of one leader merged
+	assigned int         // slots in some range
+	served   int         // slots in runs
+}
+
+type viewNode struct {
+	status.TopologyNode
+	host    string
+	port    int
+	cport   int       // the port of RaftAddr (the cluster bus of Redis's NODES)
+	runs    []slotRun // the slots it leads
+	applied uint64    // sum of this replica's applied index of the groups it leads
+}
+
+type slotRun struct {
+	start, end int
+	node       *viewNode
+}
+
+func newClusterView(t status.Topology) *clusterView {
+	v := &clusterView{t: t}
+	byID := make(map[string]*viewNode, len(t.Nodes))
+	byName := make(map[string]*viewNode, len(t.Nodes))
+	for _, tn := range t.Nodes {
+		n := &viewNode{TopologyNode: tn}
+		_, n.cport = splitPort(tn.RaftAddr)
+		n.host, n.port = splitPort(tn.Addr)
+		if tn.Addr == "" {
+			v.noAddr = append(v.noAddr, n)
+		} else {
+			v.nodes = append(v.nodes, n)
+		}
+		byID[tn.ID] = n
+		byName[tn.Name] = n
+	}
+	for _, r := range t.Ranges {
+		v.assigned += r.End - r.Start + 1
+		n := byID[r.Leader]
+		if r.Leader == "" || n == nil || n.Addr == "" {
+			continue
+		}
+		v.served += r.End - r.Start + 1
+		if k := len(v.runs) - 1; k >= 0 && v.runs[k].node == n && v.runs[k].end+1 == r.Start {
+			v.runs[k].end = r.End
+		} else {
+			v.runs = append(v.runs, slotRun{start: r.Start, end: r.End, node: n})
+		}
+	}
+	for _, run := range v.runs {
+		run.node.runs = append(run.node.runs, run)
+	}
+	for _, g := range t.Groups {
+		if n := byName[g.Leader]; n != nil {
+			n.applied += g.Applied
+		}
+	}
+	return v
+}
+
+// splitPort splits host:port; a missing or malformed address is ("", 0).
+func splitPort(addr string) (string, int) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0
+	}
+	p, _ := strconv.Atoi(port)
+	return host, p
+}
+
+// nodesText is CLUSTER NODES: one line per node, Redis's layout
+//
+//	<id> <ip:port@cport> <flags> <master> <ping-sent> <pong-recv> <config-epoch> <link-state> <slot> ...
+//
+// Every node is a master (followers are not advertised as replicas), with
+// the runs it leads ("start-end", or "slot" alone); a node that leads no
+// group has none. A node whose client address is not known yet is
+// ":0@cport" with the noaddr flag, as Redis shows one, and disconnected.
+// Every node's config epoch is the slot directory's.
+func (v *clusterView) nodesText() string {
+	var b strings.Builder
+	epoch := strconv.FormatUint(v.t.Epoch, 10)
+	line := func(n *viewNode, hostPort, flags, link string) {
+		b.WriteString(n.ID + " " + hostPort + "@" + strconv.Itoa(n.cport) + " ")
+		if n.Myself {
+			b.WriteString("myself,")
+		}
+		b.WriteString(flags + " - 0 0 " + epoch + " " + link)
+		for _, run := range n.runs {
+			b.WriteString(" " + strconv.Itoa(run.start))
+			if run.end != run.start {
+				b.WriteString("-" + strconv.Itoa(run.end))
+			}
+		}
+		b.WriteString("\n")
+	}
+	for _, n := range v.nodes {
+		line(n, n.host+":"+strconv.Itoa(n.port), "master", "connected")
+	}
+	for _, n := range v.noAddr {
+		line(n, ":0", "master,noaddr", "disconnected")
+	}
+	return b.String()
+}
+
+// infoText is CLUSTER INFO with Redis's fields: the state is ok only when
+// every slot is assigned and served; slots assigned but not served count
+// as failed (pfail, a suspicion Redis's gossip keeps, does not exist
+// here); the size is the number of nodes leading at least one slot; both
+// epochs are the slot directory's. rlserver has no gossip bus, so its
+// message counters are 0.
+func (v *clusterView) infoText() string {
+	state := "fail"
+	if v.assigned == slots.Count && v.served == slots.Count {
+		state = "ok"
+	}
+	size := 0
+	for _, n := range v.nodes {
+		if len(n.runs) > 0 {
+			size++
+		}
+	}
+	var b strings.Builder
+	kv := func(k string, val any) {
+		b.WriteString(k + ":")
+		switch x := val.(type) {
+		case string:
+			b.WriteString(x)
+		case int:
+			b.WriteString(strconv.Itoa(x))
+		case uint64:
+			b.WriteString(strconv.FormatUint(x, 10))
+		}
+		b.WriteString("\r\n")
+	}
+	kv("cluster_state", state)
+	kv("cluster_slots_assigned", v.assigned)
+	kv("cluster_slots_ok", v.served)
+	kv("cluster_slots_pfail", 0)
+	kv("cluster_slots_fail", v.assigned-v.served)
+	kv("cluster_known_nodes", len(v.t.Nodes))
+	kv("cluster_size", size)
+	kv("cluster_current_epoch", v.t.Epoch)
+	kv("cluster_my_epoch", v.t.Epoch)
+	kv("cluster_stats_messages_sent", 0)
+	kv("cluster_stats_messages_received", 0)
+	kv("total_cluster_links_buffer_limit_exceeded", 0)
+	return b.String()
+}

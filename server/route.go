@@ -1,0 +1,75 @@
+package server
+
+import (
+	"strconv"
+
+	"github.com/rlserver/rlserver/slots"
+)
+
+// Routing keyed commands by hash slot (the Redis Cluster protocol), when
+// the backend is a SlotRouter. Server.process calls route after the
+// arity, ACL and key-length checks, so a redirected command never reaches
+// the backend, and queues its error with Server.reply, in order with the
+// pipeline's batched replies. Keyless commands are never routed.
+
+// Redis's texts for the redirections.
+const (
+	errCrossSlot   = "CROSSSLOT Keys in request don't hash to the same slot"
+	errClusterDown = "CLUSTERDOWN Hash slot not served"
+)
+
+func movedText(slot int, addr string) string {
+	return "MOVED " + strconv.Itoa(slot) + " " + addr
+}
+
+// route computes the slot of every key of cmd (one CRC16 per key) and
+// asks the router what to do with it. It returns "" when this node serves
+// the command, else the error reply, counted in Stats: CROSSSLOT when the
+// keys hash to different slots (even if one group owns both: a later
+// move could split them), MOVED to the slot's leader, or CLUSTERDOWN when
+// no leader is known. A command whose key positions find no key (a
+// malformed RL.CHECK) is served, and its parser answers it.
+func (s *Server) route(cmd *command, args [][]byte) string {
+	first, last, step := cmd.keyRange(args)
+	slot := -1
+	for i := first; i <= last && i < len(args); i += step {
+		sl := slots.Of(args[i])
+		if slot < 0 {
+			slot = sl
+		} else if sl != slot {
+			s.Stats.ClusterCrossSlot.Add(1)
+			return errCrossSlot
+		}
+	}
+	if slot < 0 {
+		return ""
+	}
+	serve, addr := s.router.Route(slot)
+	switch {
+	case serve:
+		return ""
+	case addr != "":
+		s.Stats.ClusterMoved.Add(1)
+		return movedText(slot, addr)
+	default:
+		s.Stats.ClusterDown.Add(1)
+		return errClusterDown
+	}
+}
+
+// ClusterRedirects counts the keyed commands refused by slot routing since
+// start (not reset by CONFIG RESETSTAT, for metrics).
+type ClusterRedirects struct {
+	Moved     int64 // -MOVED: the slot's leader is another node
+	CrossSlot int64 // -CROSSSLOT: the keys hash to different slots
+	Down      int64 // -CLUSTERDOWN: no leader known for the slot
+}
+
+// ClusterRedirects returns the slot routing's refusals since start.
+func (s *Server) ClusterRedirects() ClusterRedirects {
+	return ClusterRedirects{
+		Moved:     s.Stats.ClusterMoved.Load(),
+		CrossSlot: s.Stats.ClusterCrossSlot.Load(),
+		Down:      s.Stats.ClusterDown.Load(),
+	}
+}
