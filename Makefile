@@ -45,7 +45,7 @@ test-deps:
 test: test-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
-	$(GO) test -count=1 -run 'Allocs' ./engine/
+	$(GO) test -count=1 -run 'Allocs' ./engine/ ./server/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./engine/ ./resp/ ./server/

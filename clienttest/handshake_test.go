@@ -544,11 +544,11 @@ func TestCommand(t *testing.T) {
 		rc.send("COMMAND INFO rl.allow nosuch DEL\r\n")
 		v := rc.read()
 		wantAllow := fmt.Sprintf(`*["rl.allow" :-4 %s[+write +denyoom +fast] :1 :1 :1 %s[+@write +@fast +@ratelimit] *[] `+
-			`*[%s["flags" %s[+RW +UPDATE] "begin_search" %s["type" "index" "spec" %s["index" :1]] `+
+			`*[%s["flags" %s[+RW +update] "begin_search" %s["type" "index" "spec" %s["index" :1]] `+
 			`"find_keys" %s["type" "range" "spec" %s["lastkey" :0 "keystep" :1 "limit" :0]]]] *[]]`,
 			set, set, mp, set, mp, mp, mp, mp)
 		wantDel := fmt.Sprintf(`*["del" :-2 %s[+write] :1 :-1 :1 %s[+@keyspace +@write +@slow] *[] `+
-			`*[%s["flags" %s[+RM +DELETE] "begin_search" %s["type" "index" "spec" %s["index" :1]] `+
+			`*[%s["flags" %s[+RM +delete] "begin_search" %s["type" "index" "spec" %s["index" :1]] `+
 			`"find_keys" %s["type" "range" "spec" %s["lastkey" :-1 "keystep" :1 "limit" :0]]]] *[]]`,
 			set, set, mp, set, mp, mp, mp, mp)
 		if len(v.elems) != 3 || v.elems[0].String() != wantAllow || !v.elems[1].null || v.elems[2].String() != wantDel {

@@ -153,7 +153,7 @@ type GroupAdder interface {
 const ErrTextNotSharded = "ERR this node is not sharded: start the cluster with --groups to use Raft groups"
 
 func cmdClusterGroups(s *Server, c *client, _ Cluster, _ [][]byte) outcome {
-	r := s.slotRouter()
+	r := s.router
 	if r == nil {
 		c.rep.error(ErrTextNotSharded)
 		return cmdOK
@@ -194,12 +194,6 @@ func cmdClusterAddGroup(s *Server, c *client, _ Cluster, _ [][]byte) outcome {
 	return cmdOK
 }
 
-// slotRouter returns the backend's slot routing, or nil when it has none.
-func (s *Server) slotRouter() SlotRouter {
-	r, _ := s.backend.(SlotRouter)
-	return r
-}
-
 // splitHostPort splits a RESP address for ROLE; an unknown one is ("?", 0).
 func splitHostPort(addr string) (string, int64) {
 	host, port, err := net.SplitHostPort(addr)
@@ -216,7 +210,7 @@ func splitHostPort(addr string) (string, int64) {
 func cmdRole(s *Server, c *client, _ [][]byte) outcome {
 	cl := s.cluster()
 	// A sharded node is a master, as every node of CLUSTER NODES is.
-	if cl == nil || s.slotRouter() != nil {
+	if cl == nil || s.router != nil {
 		c.rep.conn.WriteArray(3)
 		c.rep.conn.WriteBulkString("master")
 		c.rep.conn.WriteInt64(0)
@@ -265,13 +259,12 @@ func (s *Server) writeReplicationInfo(kv func(k string, v any)) {
 	if cl == nil {
 		kv("role", "master")
 		kv("connected_slaves", 0)
-		kv("cluster_enabled", 0)
 		return
 	}
 	st := cl.ClusterStatus()
 	l := st.Leader()
 	switch {
-	case s.slotRouter() != nil:
+	case s.router != nil:
 		// Sharded: every node is a master of the slots it leads (the
 		// raft_* fields below are the meta group's).
 		kv("role", "master")
@@ -290,7 +283,6 @@ func (s *Server) writeReplicationInfo(kv func(k string, v any)) {
 			kv("master_link_status", "down")
 		}
 	}
-	kv("cluster_enabled", 1)
 	kv("raft_node_id", st.NodeID)
 	kv("raft_state", st.Role)
 	if l != nil {

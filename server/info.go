@@ -157,8 +157,8 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 		s.writeReplicationInfo(kv)
 	case "cluster":
 		// Redis's: whether the Redis Cluster protocol is on (a SlotRouter
-		// backend). The replication section's cluster_enabled says
-		// whether the backend is replicated.
+		// backend: --groups). The replication section's raft_* fields
+		// say whether the backend is replicated.
 		kv("cluster_enabled", b01(s.router != nil))
 	case "policies":
 		s.writePolicyInfo(kv) // policy_cmd.go
