@@ -90,3 +90,21 @@ func groupLeaders(n *cnode) map[int]string {
 	}
 	return out
 }
+
+// nodeInfoInt reads an integer field of n's INFO; -1 when it cannot.
+func nodeInfoInt(n *cnode, field string) int {
+	v, err := rawDo(n.respAddr, 2*time.Second, "INFO", "everything")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(v.str, "\r\n") {
+		if k, val, ok := strings.Cut(line, ":"); ok && k == field {
+			i, err := strconv.Atoi(strings.TrimSpace(val))
+			if err != nil {
+				return -1
+			}
+			return i
+		}
+	}
+	return -1
+}
