@@ -7,13 +7,15 @@
 // Names follow Prometheus's conventions: rlserver_ prefix, _total for
 // counters, base units (_seconds, _bytes). Label sets are bounded: command
 // names come from the command table, error codes from the server's own
-// texts (at most 128), and the top denied keys are at most TopKeys.
+// texts (at most 128), the top denied keys are at most TopKeys, and data
+// groups at most MaxGroups.
 package metrics
 
 import (
 	"context"
 	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -36,6 +38,7 @@ type Sources struct {
 	Engine      KeyCounter  // keys per kind: this replica's engine
 	Persistence Persistence // standalone snapshots
 	Cluster     Cluster     // the Raft node in cluster mode
+	Groups      Groups      // a sharded node's data groups (--groups); nil otherwise
 	Version     string
 	// TopKeys is how many of the most denied keys are exported with their
 	// key as a label (default 10; negative: none).
@@ -90,6 +93,15 @@ type Cluster interface {
 	ClusterStatus() status.Cluster
 	RaftSnapshotStatus() status.RaftSnapshots
 }
+
+// Groups is what the metrics read from a sharded node (*groups.Host).
+type Groups interface {
+	Topology() status.Topology
+}
+
+// MaxGroups bounds the group label: the slot directory holds at most 1024
+// data groups, and a scrape exports no more than that.
+const MaxGroups = 1024
 
 // Handler returns the /metrics handler of a registry holding rlserver's
 // collector and the standard Go runtime and process collectors.
@@ -175,6 +187,57 @@ var (
 	dRaftRestoreDur   = desc("raft_snapshot_last_restore_duration_seconds", "Duration of the last Raft snapshot restore (absent before the first).")
 )
 
+// Data groups (a sharded node, --groups).
+var (
+	dGroupLeader  = desc("group_leader", "1 when this node leads the data group, 0 otherwise.", "group")
+	dGroupSlots   = desc("group_slots", "Hash slots the data group owns in the slot directory.", "group")
+	dGroupKeys    = desc("group_keys", "Keys stored in this node's replica of the data group (records, as rlserver_keys counts them).", "group")
+	dGroupApplied = desc("group_applied_index", "Highest log index of the data group applied to this node's replica.", "group")
+	dGroupCommit  = desc("group_commit_index", "Highest log index of the data group this node knows to be committed.", "group")
+	dGroupLag     = desc("group_lag_entries", "Log entries of the data group stored on this node but not yet applied here (last log index minus applied index).", "group")
+	dSlotsAssign  = desc("cluster_slots_assigned", "Hash slots (of 16384) the slot directory assigns to a data group.")
+	dEpoch        = desc("cluster_epoch", "The slot directory's epoch, raised by every change of groups, slots or node addresses.")
+)
+
+func describeGroups(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{dGroupLeader, dGroupSlots, dGroupKeys, dGroupApplied, dGroupCommit, dGroupLag,
+		dSlotsAssign, dEpoch} {
+		ch <- d
+	}
+}
+
+// collectGroups exports every data group of the directory (at most
+// MaxGroups). The replica series (keys, indexes, lag) exist only for the
+// groups this node hosts (Role set): a group it has not opened yet has no
+// replica to measure, and zeros would read as a replica that fell behind.
+func collectGroups(ch chan<- prometheus.Metric, g Groups) {
+	gauge := func(d *prometheus.Desc, v float64, lv ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
+	}
+	t := g.Topology()
+	assigned := 0
+	for _, r := range t.Ranges {
+		assigned += r.End - r.Start + 1
+	}
+	gauge(dSlotsAssign, float64(assigned))
+	gauge(dEpoch, float64(t.Epoch))
+	for i, gr := range t.Groups {
+		if i == MaxGroups {
+			break
+		}
+		id := strconv.FormatUint(uint64(gr.ID), 10)
+		gauge(dGroupLeader, b2f(gr.Role == "leader"), id)
+		gauge(dGroupSlots, float64(gr.Slots), id)
+		if gr.Role == "" {
+			continue
+		}
+		gauge(dGroupKeys, float64(gr.Keys), id)
+		gauge(dGroupApplied, float64(gr.Applied), id)
+		gauge(dGroupCommit, float64(gr.Commit), id)
+		gauge(dGroupLag, float64(gr.Lag), id)
+	}
+}
+
 func describeRaftSnapshots(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dRaftSnapTaken, dRaftSnapRestored, dRaftSnapDuration, dRaftSnapBytes,
 		dRaftSnapTime, dRaftSnapAge, dRaftRestoreDur} {
@@ -235,6 +298,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	describeRaftSnapshots(ch)
+	describeGroups(ch)
 	describeMemory(ch)
 }
 
@@ -344,6 +408,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.src.Cluster != nil {
 		collectRaftSnapshots(ch, c.src.Cluster)
+	}
+	if c.src.Groups != nil {
+		collectGroups(ch, c.src.Groups)
 	}
 	collectMemory(ch, c.src.Memory)
 }

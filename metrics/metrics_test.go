@@ -211,3 +211,76 @@ func TestCollectCluster(t *testing.T) {
 		}
 	}
 }
+
+type fakeGroups struct{ t status.Topology }
+
+func (f fakeGroups) Topology() status.Topology { return f.t }
+
+// TestCollectGroups reads a sharded node's topology through a fake: one
+// series per data group, labelled by its id, the replica series only for
+// the groups this node hosts, and the directory's totals.
+func TestCollectGroups(t *testing.T) {
+	topo := status.Topology{
+		Epoch:  7,
+		Ranges: []status.SlotRange{{Start: 0, End: 5460, Group: 1}, {Start: 5461, End: 10922, Group: 2}, {Start: 12000, End: 12009, Group: 1}},
+		Groups: []status.Group{
+			{ID: 1, Leader: "n1", Role: "leader", Slots: 5471, Applied: 40, Commit: 42, LastLog: 43, Keys: 12, Lag: 3},
+			{ID: 2, Leader: "", Role: "follower", Slots: 5462, Applied: 9, Commit: 9, LastLog: 9, Keys: 1},
+			{ID: 3, Slots: 0}, // in the directory, not opened here yet
+		},
+	}
+	got := gather(t, Sources{Server: &fakeServer{}, Memory: fakeMemory{}, Cluster: fakeCluster{}, Groups: fakeGroups{topo}, TopKeys: -1})
+	for key, want := range map[string]float64{
+		"rlserver_cluster_slots_assigned{}":     5461 + 5462 + 10,
+		"rlserver_cluster_epoch{}":              7,
+		"rlserver_group_leader{group=1}":        1,
+		"rlserver_group_leader{group=2}":        0,
+		"rlserver_group_leader{group=3}":        0,
+		"rlserver_group_slots{group=1}":         5471,
+		"rlserver_group_slots{group=2}":         5462,
+		"rlserver_group_slots{group=3}":         0,
+		"rlserver_group_keys{group=1}":          12,
+		"rlserver_group_keys{group=2}":          1,
+		"rlserver_group_applied_index{group=1}": 40,
+		"rlserver_group_commit_index{group=1}":  42,
+		"rlserver_group_lag_entries{group=1}":   3,
+		"rlserver_group_lag_entries{group=2}":   0,
+		"rlserver_group_applied_index{group=2}": 9,
+		"rlserver_raft_state{state=follower}":   1, // the meta group, through Cluster
+	} {
+		if v, ok := got[key]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", key, v, ok, want)
+		}
+	}
+	for _, name := range []string{"keys", "applied_index", "commit_index", "lag_entries"} {
+		if _, ok := got["rlserver_group_"+name+"{group=3}"]; ok {
+			t.Errorf("rlserver_group_%s exported for a group this node does not host", name)
+		}
+	}
+
+	// A node that is not sharded exports no group series.
+	for key := range gather(t, Sources{Server: &fakeServer{}, Memory: fakeMemory{}, Cluster: fakeCluster{}, TopKeys: -1}) {
+		if strings.HasPrefix(key, "rlserver_group_") || strings.HasPrefix(key, "rlserver_cluster_slots") ||
+			strings.HasPrefix(key, "rlserver_cluster_epoch") {
+			t.Errorf("a one-group cluster node exports %s", key)
+		}
+	}
+}
+
+// TestCollectGroupsBounded: a topology listing more than MaxGroups groups
+// exports MaxGroups label values, no more.
+func TestCollectGroupsBounded(t *testing.T) {
+	var topo status.Topology
+	for i := range MaxGroups + 5 {
+		topo.Groups = append(topo.Groups, status.Group{ID: uint32(i + 1), Role: "follower"})
+	}
+	n := 0
+	for key := range gather(t, Sources{Server: &fakeServer{}, Memory: fakeMemory{}, Groups: fakeGroups{topo}, TopKeys: -1}) {
+		if strings.HasPrefix(key, "rlserver_group_leader{") {
+			n++
+		}
+	}
+	if n != MaxGroups {
+		t.Errorf("%d group label values, want %d", n, MaxGroups)
+	}
+}

@@ -1,7 +1,8 @@
 // Package statuspage serves rlserver's status page on the metrics address:
 // live allowed/denied rates over the last minutes drawn as a chart, the
-// keys denied most, and in a cluster the members, the leader and their
-// applied indexes. The page is plain HTML, JavaScript and SVG embedded in
+// keys denied most, in a cluster the members, the leader and their
+// applied indexes, and on a sharded node (--groups) every data group and
+// the Redis Cluster node list. The page is plain HTML, JavaScript and SVG embedded in
 // the binary (no external assets); it polls /api/status, a JSON document
 // the package builds from the server's counters.
 package statuspage
@@ -31,6 +32,7 @@ var assets embed.FS
 type Source struct {
 	Server  Server
 	Cluster Cluster // the Raft node in cluster mode; nil standalone
+	Groups  Groups  // a sharded node's data groups; nil standalone and in a one-group cluster
 	Version string
 	// Password authenticates the ROLE the page sends to the other members
 	// for their applied indexes (empty: none).
@@ -50,6 +52,11 @@ type Server interface {
 // Cluster is what the page reads from a Raft node (*cluster.Node).
 type Cluster interface {
 	ClusterStatus() status.Cluster
+}
+
+// Groups is what the page reads from a sharded node (*groups.Host).
+type Groups interface {
+	Topology() status.Topology
 }
 
 // Step is the time between two points of the rate series; History is how
@@ -153,6 +160,7 @@ type Status struct {
 	Series        []point    `json:"series"`
 	Top           []TopKey   `json:"top"`
 	Cluster       *ClusterUI `json:"cluster"`
+	Sharded       *ShardedUI `json:"sharded"` // null unless the node is sharded
 }
 
 // Totals are counters since start.
@@ -180,6 +188,41 @@ type ClusterUI struct {
 	AppliedIndex  uint64       `json:"applied_index"`
 	LeaderChanges uint64       `json:"leader_changes"`
 	Members       []memberView `json:"members"`
+}
+
+// ShardedUI is a sharded node's view of the slot directory: its data
+// groups and the processes of the cluster.
+type ShardedUI struct {
+	Epoch         uint64    `json:"epoch"`
+	SlotsAssigned int       `json:"slots_assigned"` // of 16384
+	Groups        []GroupUI `json:"groups"`
+	Nodes         []NodeUI  `json:"nodes"`
+}
+
+// GroupUI is one data group as this node sees it.
+type GroupUI struct {
+	ID     uint32   `json:"id"`
+	Leader string   `json:"leader"` // node name; "" while none is known
+	Role   string   `json:"role"`   // this node's role in the group; "" when it does not host it
+	Slots  int      `json:"slots"`
+	Ranges []string `json:"ranges"` // "0-5460", or "12000" for a single slot
+	Keys   int      `json:"keys"`
+	// Applied, Commit and Lag are this node's replica's (Lag: log entries
+	// stored here and not yet applied).
+	Applied uint64   `json:"applied_index"`
+	Commit  uint64   `json:"commit_index"`
+	Lag     uint64   `json:"lag"`
+	Members []string `json:"members"`
+}
+
+// NodeUI is one process of the cluster, as CLUSTER NODES lists it.
+type NodeUI struct {
+	ID       string   `json:"id"`   // 40-hex cluster id
+	Name     string   `json:"name"` // the --node-id
+	Addr     string   `json:"addr"` // client address; "" until registered
+	RaftAddr string   `json:"raft_addr"`
+	Self     bool     `json:"self"`
+	Leads    []uint32 `json:"leads"` // the data groups it leads, as this node knows
 }
 
 type memberView struct {
@@ -220,7 +263,45 @@ func (p *Page) Status(ctx context.Context) Status {
 	if cl := p.src.Cluster; cl != nil {
 		st.Cluster = p.cluster(ctx, cl.ClusterStatus())
 	}
+	if g := p.src.Groups; g != nil {
+		st.Sharded = sharded(g.Topology())
+	}
 	return st
+}
+
+// sharded describes t's groups and nodes; every slice is non-nil, so the
+// JSON has [] rather than null.
+func sharded(t status.Topology) *ShardedUI {
+	ui := &ShardedUI{Epoch: t.Epoch, Groups: []GroupUI{}, Nodes: []NodeUI{}}
+	for _, r := range t.Ranges {
+		ui.SlotsAssigned += r.End - r.Start + 1
+	}
+	leads := map[string][]uint32{}
+	for _, g := range t.Groups {
+		gu := GroupUI{ID: g.ID, Leader: g.Leader, Role: g.Role, Slots: g.Slots, Ranges: []string{}, Keys: g.Keys,
+			Applied: g.Applied, Commit: g.Commit, Lag: g.Lag, Members: append([]string{}, g.Members...)}
+		for _, r := range g.Ranges {
+			gu.Ranges = append(gu.Ranges, slotRange(r))
+		}
+		if g.Leader != "" {
+			leads[g.Leader] = append(leads[g.Leader], g.ID)
+		}
+		ui.Groups = append(ui.Groups, gu)
+	}
+	for _, n := range t.Nodes {
+		ui.Nodes = append(ui.Nodes, NodeUI{ID: n.ID, Name: n.Name, Addr: n.Addr, RaftAddr: n.RaftAddr, Self: n.Myself,
+			Leads: append([]uint32{}, leads[n.Name]...)})
+	}
+	return ui
+}
+
+// slotRange writes r as CLUSTER NODES does: "start-end", or one number
+// for a single slot.
+func slotRange(r status.SlotRange) string {
+	if r.Start == r.End {
+		return strconv.Itoa(r.Start)
+	}
+	return strconv.Itoa(r.Start) + "-" + strconv.Itoa(r.End)
 }
 
 // cluster describes the members; each other member's applied index comes

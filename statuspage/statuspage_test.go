@@ -149,3 +149,86 @@ func TestAskRole(t *testing.T) {
 		t.Errorf("askRole without an address: %v", err)
 	}
 }
+
+type fakeGroups struct{ t status.Topology }
+
+func (f fakeGroups) Topology() status.Topology { return f.t }
+
+// TestShardedDocument checks /api/status's "sharded" part against a fake
+// topology: every group with its leader, this node's role, its slot ranges
+// as text, keys and indexes; the nodes with their client addresses and the
+// groups they lead. A node that is not sharded has "sharded": null.
+func TestShardedDocument(t *testing.T) {
+	srv := &fakeServer{started: time.Now()}
+	cl := fakeCluster{status.Cluster{NodeID: "n1", Role: "leader", LeaderID: "n1", Nodes: []status.Node{{ID: "n1", RaftAddr: "r1", Voter: true}}}}
+	r1 := status.SlotRange{Start: 0, End: 5460, Group: 1}
+	r2 := status.SlotRange{Start: 5461, End: 10922, Group: 2}
+	r3 := status.SlotRange{Start: 16383, End: 16383, Group: 1}
+	topo := status.Topology{
+		MyID:   "aaaa",
+		Epoch:  5,
+		Ranges: []status.SlotRange{r1, r2, r3},
+		Nodes: []status.TopologyNode{
+			{ID: "aaaa", Name: "n1", Addr: "127.0.0.1:7001", RaftAddr: "r1", Myself: true},
+			{ID: "bbbb", Name: "n2", RaftAddr: "r2"},
+		},
+		Groups: []status.Group{
+			{ID: 1, Leader: "n1", Role: "leader", Slots: 5462, Ranges: []status.SlotRange{r1, r3}, Applied: 40, Commit: 42, LastLog: 43,
+				Lag: 3, Keys: 12, Members: []string{"n1", "n2"}},
+			{ID: 2, Leader: "", Role: "candidate", Slots: 5462, Ranges: []status.SlotRange{r2}, Applied: 7, Commit: 7, LastLog: 7,
+				Members: []string{"n1", "n2"}},
+			{ID: 3},
+		},
+	}
+	p := New(Source{Server: srv, Cluster: cl, Groups: fakeGroups{topo}, Version: "v1"})
+	rec := httptest.NewRecorder()
+	p.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/status", nil))
+	var doc map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(doc["sharded"])
+	want := `{"epoch":5,"groups":[` +
+		`{"applied_index":40,"commit_index":42,"id":1,"keys":12,"lag":3,"leader":"n1","members":["n1","n2"],"ranges":["0-5460","16383"],"role":"leader","slots":5462},` +
+		`{"applied_index":7,"commit_index":7,"id":2,"keys":0,"lag":0,"leader":"","members":["n1","n2"],"ranges":["5461-10922"],"role":"candidate","slots":5462},` +
+		`{"applied_index":0,"commit_index":0,"id":3,"keys":0,"lag":0,"leader":"","members":[],"ranges":[],"role":"","slots":0}],` +
+		`"nodes":[{"addr":"127.0.0.1:7001","id":"aaaa","leads":[1],"name":"n1","raft_addr":"r1","self":true},` +
+		`{"addr":"","id":"bbbb","leads":[],"name":"n2","raft_addr":"r2","self":false}],` +
+		`"slots_assigned":10924}`
+	if string(got) != want {
+		t.Errorf("sharded\n got %s\nwant %s", got, want)
+	}
+	if doc["cluster"] == nil {
+		t.Errorf("the meta group's cluster view is missing")
+	}
+
+	for _, src := range []Source{{Server: srv}, {Server: srv, Cluster: cl}} {
+		st := New(src).Status(context.Background())
+		if st.Sharded != nil {
+			t.Errorf("not sharded (cluster %v): sharded %+v", src.Cluster != nil, st.Sharded)
+		}
+		rec := httptest.NewRecorder()
+		New(src).Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/status", nil))
+		if !strings.Contains(rec.Body.String(), `"sharded":null`) {
+			t.Errorf("not sharded (cluster %v): %s", src.Cluster != nil, rec.Body.String())
+		}
+	}
+}
+
+// TestPageHasGroupTables: the page and its script carry the elements the
+// sharded view fills, and the script draws them from the JSON's names.
+func TestPageHasGroupTables(t *testing.T) {
+	p := New(Source{Server: &fakeServer{started: time.Now()}})
+	for path, wants := range map[string][]string{
+		"/":       {`id="groups-section" hidden`, `id="groups"`, `id="nodes"`, `id="groups-summary"`},
+		"/app.js": {"drawGroups(s.sharded)", "gr.applied_index", "gr.commit_index", "gr.lag", "gr.ranges", "n.addr", "g.slots_assigned"},
+	} {
+		rec := httptest.NewRecorder()
+		p.Handler().ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		for _, w := range wants {
+			if !strings.Contains(rec.Body.String(), w) {
+				t.Errorf("%s lacks %q", path, w)
+			}
+		}
+	}
+}

@@ -169,6 +169,37 @@ type clusterView interface {
 	Removed() bool
 }
 
+// groupsView is what the ops server reads from a sharded node
+// (*groups.Host) besides its clusterView.
+type groupsView interface {
+	Topology() status.Topology
+}
+
+// notReady says why /readyz answers 503, or "" when the node can answer
+// commands: standalone always; in a cluster once it knows a leader (of the
+// meta group on a sharded node) and was not removed; on a sharded node
+// also while every data group it hosts knows a leader (a group it has not
+// opened yet, Role "", does not count).
+func notReady(node clusterView) string {
+	if node == nil {
+		return ""
+	}
+	if node.Removed() {
+		return "this node was removed from the cluster"
+	}
+	if node.ClusterStatus().LeaderID == "" {
+		return "no leader known"
+	}
+	if g, ok := node.(groupsView); ok {
+		for _, gr := range g.Topology().Groups {
+			if gr.Role != "" && gr.Leader == "" {
+				return fmt.Sprintf("no leader known for group %d", gr.ID)
+			}
+		}
+	}
+	return ""
+}
+
 // startOps listens on --metrics-addr and serves /metrics, /healthz,
 // /readyz and the status page until stop. It returns nil when the address
 // is empty. node is nil standalone, snaps nil in cluster mode.
@@ -189,6 +220,9 @@ func startOps(ctx context.Context, addr string, srv *server.Server, eng *engine.
 	if node != nil {
 		pageSrc.Cluster, metricSrc.Cluster = node, node
 	}
+	if g, ok := node.(groupsView); ok { // a sharded node; a *cluster.Node has no groups
+		pageSrc.Groups, metricSrc.Groups = g, g
+	}
 	if snaps != nil {
 		metricSrc.Persistence = snaps
 	}
@@ -199,12 +233,8 @@ func startOps(ctx context.Context, addr string, srv *server.Server, eng *engine.
 		io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if node != nil && node.Removed() {
-			http.Error(w, "this node was removed from the cluster", http.StatusServiceUnavailable)
-			return
-		}
-		if node != nil && node.ClusterStatus().LeaderID == "" {
-			http.Error(w, "no leader known", http.StatusServiceUnavailable)
+		if why := notReady(node); why != "" {
+			http.Error(w, why, http.StatusServiceUnavailable)
 			return
 		}
 		io.WriteString(w, "ok\n")

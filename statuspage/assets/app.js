@@ -100,6 +100,53 @@ function drawCluster(c) {
   }
 }
 
+// drawGroups shows a sharded node's data groups and the cluster's nodes
+// (s.sharded is null on other nodes: the section stays hidden).
+function drawGroups(g) {
+  const sec = document.getElementById("groups-section");
+  if (!g) { sec.hidden = true; return; }
+  sec.hidden = false;
+  let leading = 0, leaderless = 0;
+  for (const gr of g.groups) {
+    if (gr.role === "leader") leading++;
+    if (!gr.leader) leaderless++;
+  }
+  document.getElementById("groups-summary").textContent =
+    `${g.groups.length} groups · ${g.slots_assigned} of 16384 slots assigned · this node leads ${leading}` +
+    (leaderless ? ` · ${leaderless} without a leader` : "") + ` · directory epoch ${g.epoch}`;
+  const body = document.querySelector("#groups tbody");
+  body.replaceChildren();
+  for (const gr of g.groups) {
+    const tr = document.createElement("tr");
+    tr.className = "group" + (gr.role === "leader" ? " leader" : "") + (gr.leader ? "" : " no-leader");
+    tr.dataset.id = String(gr.id);
+    const hosted = gr.role !== "";
+    cell(tr, String(gr.id), "num");
+    cell(tr, gr.leader || "none", "group-leader");
+    cell(tr, hosted ? gr.role : "not hosted", "group-role");
+    cell(tr, String(gr.slots), "num slots");
+    cell(tr, gr.ranges.length ? gr.ranges.join(", ") : "-", "ranges");
+    cell(tr, hosted ? String(gr.keys) : "-", "num keys");
+    cell(tr, hosted ? String(gr.applied_index) : "-", "num applied");
+    cell(tr, hosted ? String(gr.commit_index) : "-", "num commit");
+    cell(tr, hosted ? String(gr.lag) : "-", "num lag");
+    body.appendChild(tr);
+  }
+  const nodes = document.querySelector("#nodes tbody");
+  nodes.replaceChildren();
+  for (const n of g.nodes) {
+    const tr = document.createElement("tr");
+    tr.className = "node";
+    tr.dataset.name = n.name;
+    cell(tr, n.name + (n.self ? " (this node)" : ""));
+    cell(tr, n.addr || "-", "addr");
+    cell(tr, n.raft_addr);
+    cell(tr, n.leads.length ? n.leads.join(", ") : "-", "leads");
+    cell(tr, n.id, "id");
+    nodes.appendChild(tr);
+  }
+}
+
 async function refresh() {
   const state = document.getElementById("state");
   try {
@@ -117,6 +164,7 @@ async function refresh() {
     drawChart(s.series, s.step_seconds);
     drawTop(s.top);
     drawCluster(s.cluster);
+    drawGroups(s.sharded);
     state.textContent = "live";
     state.className = "state ok";
     document.body.dataset.loaded = "1";
