@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: build run cluster test test-deps bench lint clean
+.PHONY: build run cluster sharded test test-deps bench lint clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/rlserver
@@ -18,6 +18,15 @@ run: build
 # data in ./data/cluster (see docs/cluster.md).
 cluster: build
 	./scripts/cluster.sh
+
+# Starts a local sharded cluster: three processes, GROUPS Raft groups
+# (default 3, each led by a different process) behind the Redis Cluster
+# protocol: redis-cli -c -p 7381, any cluster client. Data in
+# ./data/sharded; grow it by one group with redis-cli -p 7381 RL.CLUSTER
+# ADDGROUP (see docs/cluster-mode.md).
+GROUPS ?= 3
+sharded: build
+	RL_CLUSTER_DIR=./data/sharded ./scripts/cluster.sh --groups $(GROUPS)
 
 # The end-to-end tests drive redis-cli and headless Chromium, the
 # benchmark driver's test redis-benchmark, the deployment tests run

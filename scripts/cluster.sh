@@ -6,6 +6,7 @@
 #   redis-cli -p 7382 RL.CLUSTER NODES
 #
 # Ctrl-C stops the three nodes. Data lives in ${RL_CLUSTER_DIR:-./data/cluster}.
+# Extra arguments go to every node (make sharded passes --groups 3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/rlserver}
@@ -29,13 +30,26 @@ for i in 1 2 3; do
 	echo "n$i: clients $HOST:738$i, raft $HOST:700$i, log $DIR/n$i.log (pid $!)"
 done
 
-# Wait (at most 10 s) for a leader, asking n1 over RESP.
+# Wait (at most 10 s) for a leader, asking n1 over RESP; with --groups,
+# until every slot is served.
+sharded=false
+case " $* " in *" --groups "*) sharded=true ;; esac
 for _ in $(seq 100); do
-	if command -v redis-cli >/dev/null && redis-cli -p 7381 RL.CLUSTER LEADER 2>/dev/null | grep -q .; then
-		break
+	if command -v redis-cli >/dev/null; then
+		if $sharded; then
+			redis-cli -p 7381 CLUSTER INFO 2>/dev/null | grep -q 'cluster_state:ok' && break
+		elif redis-cli -p 7381 RL.CLUSTER LEADER 2>/dev/null | grep -q .; then
+			break
+		fi
 	fi
 	sleep 0.1
 done
-command -v redis-cli >/dev/null && redis-cli -p 7382 RL.CLUSTER NODES
+if command -v redis-cli >/dev/null; then
+	redis-cli -p 7382 RL.CLUSTER NODES
+	if $sharded; then
+		redis-cli -p 7382 RL.CLUSTER GROUPS
+		redis-cli -p 7382 CLUSTER NODES
+	fi
+fi
 echo "cluster running; Ctrl-C to stop"
 wait

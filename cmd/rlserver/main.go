@@ -229,8 +229,13 @@ func run(o options) error {
 		return err
 	}
 
-	eng := engine.New(o.shards)
-	defer eng.Close()
+	// The engine of a one-group node or a standalone server; a sharded
+	// node's groups each have their own (groups.Host).
+	var eng *engine.Engine
+	if o.cluster.nodeID == "" || o.cluster.groups == 0 {
+		eng = engine.New(o.shards)
+		defer eng.Close()
+	}
 	var backend server.Backend
 	var node *cluster.Node
 	var sharded *groups.Host
@@ -336,7 +341,7 @@ func run(o options) error {
 	if replicated != nil {
 		view = replicated
 	}
-	opsSrv, err := startOps(ctx, o.ops.metricsAddr, srv, eng, view, snaps, o.requirePass, log)
+	opsSrv, err := startOps(ctx, o.ops.metricsAddr, srv, backend, view, snaps, o.requirePass, log)
 	if err != nil {
 		return err
 	}

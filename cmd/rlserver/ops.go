@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/metrics"
 	"github.com/rlserver/rlserver/server"
 	"github.com/rlserver/rlserver/status"
@@ -203,7 +202,7 @@ func notReady(node clusterView) string {
 // startOps listens on --metrics-addr and serves /metrics, /healthz,
 // /readyz and the status page until stop. It returns nil when the address
 // is empty. node is nil standalone, snaps nil in cluster mode.
-func startOps(ctx context.Context, addr string, srv *server.Server, eng *engine.Engine, node clusterView, snaps *snapshots, password string, log *slog.Logger) (*opsServer, error) {
+func startOps(ctx context.Context, addr string, srv *server.Server, keys metrics.KeyCounter, node clusterView, snaps *snapshots, password string, log *slog.Logger) (*opsServer, error) {
 	if addr == "" {
 		return nil, nil
 	}
@@ -216,7 +215,7 @@ func startOps(ctx context.Context, addr string, srv *server.Server, eng *engine.
 		return nil, fmt.Errorf("cannot listen on %s (--metrics-addr): %v (--metrics-addr or RL_METRICS_ADDR picks another address)", addr, err)
 	}
 	pageSrc := statuspage.Source{Server: srv, Version: version, Password: password}
-	metricSrc := metrics.Sources{Server: srv, Memory: srv, Engine: eng, Version: version}
+	metricSrc := metrics.Sources{Server: srv, Memory: srv, Engine: keys, Version: version}
 	if node != nil {
 		pageSrc.Cluster, metricSrc.Cluster = node, node
 	}

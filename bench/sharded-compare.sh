@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Sharded rlserver with 1, 2 and 3 Raft groups, side by side: starts three
+# three-process deployments (--groups 1, 2, 3; fsync on) on free loopback
+# ports in a temporary folder, then runs the same redis-benchmark --cluster
+# case (a Redis Cluster client: it reads CLUSTER NODES and sends each key to
+# its slot's leader) against each in turn, round after round, and reads the
+# CPU time every process spent from /proc. It prints the throughput, the
+# CPU per decision summed over the three processes, and, for one group,
+# the leader's and a follower's CPU per decision (the model's C_L and C_F),
+# and what an idle deployment costs.
+#
+#   ./bench/sharded-compare.sh                 # 3 rounds of 1,000,000 requests
+#   ROUNDS=5 REQUESTS=2000000 ./bench/sharded-compare.sh
+#   RLSERVER_BIN=/tmp/rlserver ./bench/sharded-compare.sh
+#
+# Needs Go, redis-cli and redis-benchmark. Linux.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROUNDS=${ROUNDS:-3}
+REQUESTS=${REQUESTS:-1000000}
+PIPELINE=${PIPELINE:-32}
+CLIENTS=${CLIENTS:-50}
+KEYS=${KEYS:-100000}
+TICK=$(getconf CLK_TCK)
+
+for bin in redis-cli redis-benchmark; do
+	command -v "$bin" >/dev/null || { echo "$0: $bin not found (apt-get install redis-tools)" >&2; exit 1; }
+done
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/rl-sharded-compare.XXXXXX")
+pids=()
+cleanup() {
+	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+used=" "
+freeport() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 12000))
+		case "$used" in *" $p "*) continue ;; esac
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			used="$used$p "
+			echo "$p"
+			return
+		fi
+	done
+}
+
+echo "building rlserver" >&2
+if [ -n "${RLSERVER_BIN:-}" ]; then
+	cp "$RLSERVER_BIN" "$tmp/rlserver"
+else
+	go build -o "$tmp/rlserver" ./cmd/rlserver
+fi
+
+declare -A port pid
+for g in 1 2 3; do
+	peers=""
+	declare -a raft=()
+	for i in 1 2 3; do
+		port[$g,$i]=$(freeport)
+		raft[$i]=$(freeport)
+		peers="$peers${peers:+,}n$i=127.0.0.1:${raft[$i]}"
+	done
+	for i in 1 2 3; do
+		mkdir -p "$tmp/g$g/n$i"
+		"$tmp/rlserver" --node-id "n$i" --addr "127.0.0.1:${port[$g,$i]}" --raft-addr "127.0.0.1:${raft[$i]}" \
+			--peers "$peers" --groups "$g" --dir "$tmp/g$g/n$i" --log-level warn >"$tmp/g$g-n$i.log" 2>&1 &
+		pid[$g,$i]=$!
+		pids+=($!)
+	done
+done
+
+# Every slot served, and the leaders spread (the balancer hands a group to
+# its preferred node within a few seconds).
+for g in 1 2 3; do
+	ok=""
+	for _ in $(seq 300); do
+		if redis-cli -p "${port[$g,1]}" CLUSTER INFO 2>/dev/null | grep -q 'cluster_state:ok'; then
+			ok=1
+			break
+		fi
+		sleep 0.1
+	done
+	[ -n "$ok" ] || { echo "$0: the $g-group deployment did not serve every slot; logs in $tmp" >&2; exit 1; }
+done
+sleep 4
+
+cpu() { # pid -> utime+stime in clock ticks
+	awk '{print $14 + $15}' "/proc/$1/stat"
+}
+
+run() { # groups -> requests per second
+	redis-benchmark --cluster -p "${port[$1,1]}" -c "$CLIENTS" -P "$PIPELINE" -n "$REQUESTS" -r "$KEYS" --csv \
+		RL.ALLOW 'key:{tag}:__rand_int__' 100 0.01 1 2>/dev/null | tail -1 | cut -d, -f2 | tr -d '"'
+}
+
+leaders() { # groups -> "nX nY ..." leaders of each group
+	redis-cli -p "${port[$1,1]}" RL.CLUSTER GROUPS | tr -d '\r' | sed -n 's/.*leader=\([^ ]*\).*/\1/p' | tr '\n' ' '
+}
+
+echo "redis-benchmark --cluster -c $CLIENTS -P $PIPELINE -r $KEYS -n $REQUESTS RL.ALLOW, $ROUNDS rounds, alternating" >&2
+for g in 1 2 3; do
+	echo "groups=$g: leaders $(leaders "$g")" >&2
+	run "$g" >/dev/null # warm-up: creates the keys
+done
+
+# Idle cost: CPU of each deployment's three processes over 5 s of no load.
+declare -A idle0
+for g in 1 2 3; do for i in 1 2 3; do idle0[$g,$i]=$(cpu "${pid[$g,$i]}"); done; done
+sleep 5
+for g in 1 2 3; do
+	t=0
+	for i in 1 2 3; do t=$((t + $(cpu "${pid[$g,$i]}") - ${idle0[$g,$i]})); done
+	printf 'idle: %d groups, three processes: %.1f%% of a core\n' "$g" "$(echo "$t / $TICK / 5 * 100" | bc -l)"
+done
+
+printf '%-6s %-7s %12s %16s %s\n' round groups "req/s" "CPU us/decision" "per process (us/decision)"
+for r in $(seq "$ROUNDS"); do
+	for g in 1 2 3; do
+		declare -a c0=()
+		for i in 1 2 3; do c0[$i]=$(cpu "${pid[$g,$i]}"); done
+		rps=$(run "$g")
+		total=0
+		per=""
+		for i in 1 2 3; do
+			d=$(($(cpu "${pid[$g,$i]}") - ${c0[$i]}))
+			total=$((total + d))
+			per="$per n$i=$(printf '%.2f' "$(echo "$d / $TICK * 1000000 / $REQUESTS" | bc -l)")"
+		done
+		printf '%-6s %-7s %12.0f %16.2f %s\n' "$r" "$g" "$rps" "$(echo "$total / $TICK * 1000000 / $REQUESTS" | bc -l)" "$per"
+	done
+done
+echo "one group: its leader is $(leaders 1)(the others follow); leaders with 2 groups: $(leaders 2); with 3: $(leaders 3)"
