@@ -303,10 +303,10 @@ func (n *Node) ForgetNode(ctx context.Context, id string) error {
 // AddGroup adds a data group with no slots, bootstrapped by peers, and
 // returns its id.
 func (n *Node) AddGroup(ctx context.Context, peers []Peer) (uint32, error) {
-	if n.Directory().Epoch == 0 {
+	v, err := n.proposeMeta(ctx, appendPeers([]byte{metaAddGroup}, peers))
+	if err == nil && v == 0 {
 		return 0, ErrNotInitialised
 	}
-	v, err := n.proposeMeta(ctx, appendPeers([]byte{metaAddGroup}, peers))
 	return uint32(v), err
 }
 
