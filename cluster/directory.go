@@ -73,7 +73,7 @@ const (
 var errBadMeta = errors.New("bad directory change")
 
 // ErrNotInitialised: the directory has not been initialised (no group).
-var ErrNotInitialised = errors.New("the slot directory is not initialised")
+var ErrNotInitialised = &Error{"slot directory not initialised", "CLUSTERDOWN the slot directory is not initialised yet; retry"}
 
 func (d *Directory) clone() *Directory {
 	c := &Directory{Epoch: d.Epoch, Groups: slices.Clone(d.Groups), Slots: slices.Clone(d.Slots), Nodes: make(map[string]string, len(d.Nodes))}
