@@ -12,6 +12,14 @@
 #   ./bench/sharded-compare.sh                 # 3 rounds of 1,000,000 requests
 #   ROUNDS=5 REQUESTS=2000000 ./bench/sharded-compare.sh
 #   RLSERVER_BIN=/tmp/rlserver ./bench/sharded-compare.sh
+#   CPU_QUOTA=0.3 ./bench/sharded-compare.sh   # each process limited to 0.3 of a core
+#
+# Two cores measure the box, not the design: every group's leader shares
+# the same two cores. CPU_QUOTA (root, cgroup v1 cpu controller) puts each
+# process in a cgroup of its own with that share of a core, emulating small
+# machines with the load generator outside them: then one group is capped
+# by its leader's quota and each added group adds a leader on another
+# "machine".
 #
 # Needs Go, redis-cli and redis-benchmark. Linux.
 set -euo pipefail
@@ -59,6 +67,34 @@ else
 	go build -o "$tmp/rlserver" ./cmd/rlserver
 fi
 
+CGROOT=/sys/fs/cgroup/cpu
+cgroups=()
+if [ -n "${CPU_QUOTA:-}" ]; then
+	[ -w "$CGROOT" ] || { echo "$0: CPU_QUOTA needs a writable $CGROOT (root, cgroup v1)" >&2; exit 1; }
+	quota=$(printf '%.0f' "$(echo "$CPU_QUOTA * 100000" | bc -l)")
+fi
+cleanup_cgroups() {
+	for cg in "${cgroups[@]}"; do rmdir "$cg" 2>/dev/null || true; done
+}
+trap 'cleanup; cleanup_cgroups' EXIT
+
+# start group-count node-index args...: starts rlserver, in its own cgroup
+# with CPU_QUOTA.
+start() {
+	local g=$1 i=$2
+	shift 2
+	if [ -n "${CPU_QUOTA:-}" ]; then
+		local cg="$CGROOT/rl-sharded-$$-$g-$i"
+		mkdir -p "$cg"
+		echo 100000 >"$cg/cpu.cfs_period_us"
+		echo "$quota" >"$cg/cpu.cfs_quota_us"
+		cgroups+=("$cg")
+		sh -c 'echo $$ >"$0/tasks" && exec "$@"' "$cg" "$tmp/rlserver" "$@" &
+	else
+		"$tmp/rlserver" "$@" &
+	fi
+}
+
 declare -A port pid
 for g in 1 2 3; do
 	peers=""
@@ -70,8 +106,8 @@ for g in 1 2 3; do
 	done
 	for i in 1 2 3; do
 		mkdir -p "$tmp/g$g/n$i"
-		"$tmp/rlserver" --node-id "n$i" --addr "127.0.0.1:${port[$g,$i]}" --raft-addr "127.0.0.1:${raft[$i]}" \
-			--peers "$peers" --groups "$g" --dir "$tmp/g$g/n$i" --log-level warn >"$tmp/g$g-n$i.log" 2>&1 &
+		start "$g" "$i" --node-id "n$i" --addr "127.0.0.1:${port[$g,$i]}" --raft-addr "127.0.0.1:${raft[$i]}" \
+			--peers "$peers" --groups "$g" --dir "$tmp/g$g/n$i" --log-level warn >"$tmp/g$g-n$i.log" 2>&1
 		pid[$g,$i]=$!
 		pids+=($!)
 	done
@@ -97,7 +133,13 @@ cpu() { # pid -> utime+stime in clock ticks
 }
 
 run() { # groups -> requests per second
-	redis-benchmark --cluster -p "${port[$1,1]}" -c "$CLIENTS" -P "$PIPELINE" -n "$REQUESTS" -r "$KEYS" --csv \
+	local mode=(--cluster -p "${port[$1,1]}")
+	if [ "$1" = 1 ]; then
+		# redis-benchmark --cluster refuses a cluster of one master: send
+		# everything to the one group's leader, which owns every slot.
+		mode=(-p "$(redis-cli -p "${port[1,1]}" CLUSTER SLOTS | tr -d '\r' | sed -n 4p)")
+	fi
+	redis-benchmark "${mode[@]}" -c "$CLIENTS" -P "$PIPELINE" -n "$REQUESTS" -r "$KEYS" --csv \
 		RL.ALLOW 'key:{tag}:__rand_int__' 100 0.01 1 2>/dev/null | tail -1 | cut -d, -f2 | tr -d '"'
 }
 
