@@ -141,6 +141,7 @@ var (
 	dConnsRecv   = desc("connections_received_total", "Client connections accepted.")
 	dConnsRej    = desc("connections_rejected_total", "Client connections refused: maxclients reached, or protected mode.")
 	dAuthFail    = desc("auth_failures_total", "Failed AUTH and HELLO ... AUTH attempts.")
+	dRedirects   = desc("cluster_redirects_total", "Keyed commands refused by slot routing (cluster mode with --groups), by reply: moved, crossslot, clusterdown.", "reply")
 	dKeys        = desc("keys", "Keys stored, by state kind: counted by the tables as keys come and go, so a scrape costs no walk; keys whose state became empty count until the sweep drops them (within seconds).", "kind")
 	dExpired     = desc("expired_keys_total", "Keys dropped by the background sweep once their state was empty again (keys dropped on access are not counted).")
 	dTop         = desc("top_denied_keys", "Denials of the keys denied most in the recent past (decayed with a one-minute half-life), as RL.TOP lists them.", "key")
@@ -292,7 +293,7 @@ func collectMemory(ch chan<- prometheus.Metric, s Memory) {
 // Describe sends every descriptor.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dBuild, dCommands, dCmdLatency, dPipeLatency, dErrors, dClients, dMaxClients,
-		dConnsRecv, dConnsRej, dAuthFail, dKeys, dExpired, dTop, dPolicy, dSnapSaves, dSnapDuration, dSnapTime, dSnapAge,
+		dConnsRecv, dConnsRej, dAuthFail, dRedirects, dKeys, dExpired, dTop, dPolicy, dSnapSaves, dSnapDuration, dSnapTime, dSnapAge,
 		dSnapBytes, dSnapKeys, dSnapChanges, dSnapRunning, dSnapLastOK, dSnapRefusing, dRaftState, dRaftTerm, dRaftCommit,
 		dRaftApplied, dRaftLast, dRaftSnap, dRaftLag, dRaftLeaders, dRaftLate, dRaftDisk, dRaftDiskErr, dRaftStalls, dRaftHasLdr, dRaftPeers, dRemoved} {
 		ch <- d
@@ -336,6 +337,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(dConnsRej, float64(n.RejectedConnections))
 	counter(dAuthFail, float64(n.AuthFailures))
 	counter(dExpired, float64(n.ExpiredKeys))
+	if c.src.Groups != nil {
+		counter(dRedirects, float64(n.ClusterMoved), "moved")
+		counter(dRedirects, float64(n.ClusterCrossSlot), "crossslot")
+		counter(dRedirects, float64(n.ClusterDown), "clusterdown")
+	}
 
 	if c.src.Engine != nil {
 		// Stored-key counts: one short job per shard, no walk, and no

@@ -36,7 +36,8 @@ type fakeServer struct {
 }
 
 func (f *fakeServer) Counters() status.Counters {
-	return status.Counters{ConnectionsReceived: 5, RejectedConnections: 1, AuthFailures: 2, ExpiredKeys: 9}
+	return status.Counters{ConnectionsReceived: 5, RejectedConnections: 1, AuthFailures: 2, ExpiredKeys: 9,
+		ClusterMoved: 11, ClusterCrossSlot: 3, ClusterDown: 1}
 }
 func (f *fakeServer) CommandStats() []status.Command { return f.cmds }
 func (f *fakeServer) BatchLatency() status.Histogram { return hist(4, 0.5) }
@@ -231,22 +232,25 @@ func TestCollectGroups(t *testing.T) {
 	}
 	got := gather(t, Sources{Server: &fakeServer{}, Memory: fakeMemory{}, Cluster: fakeCluster{}, Groups: fakeGroups{topo}, TopKeys: -1})
 	for key, want := range map[string]float64{
-		"rlserver_cluster_slots_assigned{}":     5461 + 5462 + 10,
-		"rlserver_cluster_epoch{}":              7,
-		"rlserver_group_leader{group=1}":        1,
-		"rlserver_group_leader{group=2}":        0,
-		"rlserver_group_leader{group=3}":        0,
-		"rlserver_group_slots{group=1}":         5471,
-		"rlserver_group_slots{group=2}":         5462,
-		"rlserver_group_slots{group=3}":         0,
-		"rlserver_group_keys{group=1}":          12,
-		"rlserver_group_keys{group=2}":          1,
-		"rlserver_group_applied_index{group=1}": 40,
-		"rlserver_group_commit_index{group=1}":  42,
-		"rlserver_group_lag_entries{group=1}":   3,
-		"rlserver_group_lag_entries{group=2}":   0,
-		"rlserver_group_applied_index{group=2}": 9,
-		"rlserver_raft_state{state=follower}":   1, // the meta group, through Cluster
+		"rlserver_cluster_slots_assigned{}":                   5461 + 5462 + 10,
+		"rlserver_cluster_epoch{}":                            7,
+		"rlserver_group_leader{group=1}":                      1,
+		"rlserver_group_leader{group=2}":                      0,
+		"rlserver_group_leader{group=3}":                      0,
+		"rlserver_group_slots{group=1}":                       5471,
+		"rlserver_group_slots{group=2}":                       5462,
+		"rlserver_group_slots{group=3}":                       0,
+		"rlserver_group_keys{group=1}":                        12,
+		"rlserver_group_keys{group=2}":                        1,
+		"rlserver_group_applied_index{group=1}":               40,
+		"rlserver_group_commit_index{group=1}":                42,
+		"rlserver_group_lag_entries{group=1}":                 3,
+		"rlserver_group_lag_entries{group=2}":                 0,
+		"rlserver_group_applied_index{group=2}":               9,
+		"rlserver_raft_state{state=follower}":                 1, // the meta group, through Cluster
+		"rlserver_cluster_redirects_total{reply=moved}":       11,
+		"rlserver_cluster_redirects_total{reply=crossslot}":   3,
+		"rlserver_cluster_redirects_total{reply=clusterdown}": 1,
 	} {
 		if v, ok := got[key]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", key, v, ok, want)
@@ -261,7 +265,7 @@ func TestCollectGroups(t *testing.T) {
 	// A node that is not sharded exports no group series.
 	for key := range gather(t, Sources{Server: &fakeServer{}, Memory: fakeMemory{}, Cluster: fakeCluster{}, TopKeys: -1}) {
 		if strings.HasPrefix(key, "rlserver_group_") || strings.HasPrefix(key, "rlserver_cluster_slots") ||
-			strings.HasPrefix(key, "rlserver_cluster_epoch") {
+			strings.HasPrefix(key, "rlserver_cluster_epoch") || strings.HasPrefix(key, "rlserver_cluster_redirects") {
 			t.Errorf("a one-group cluster node exports %s", key)
 		}
 	}

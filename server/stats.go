@@ -199,6 +199,9 @@ func (s *Server) Counters() status.Counters {
 		Denied:              st.Denied.Load(),
 		AuthFailures:        st.AuthFailures.Load(),
 		ExpiredKeys:         s.ExpiredKeys(),
+		ClusterMoved:        st.ClusterMoved.Load(),
+		ClusterCrossSlot:    st.ClusterCrossSlot.Load(),
+		ClusterDown:         st.ClusterDown.Load(),
 	}
 }
 

@@ -98,4 +98,10 @@ type Counters struct {
 	Denied              int64 // limiter decisions that denied
 	AuthFailures        int64 // failed AUTH and HELLO ... AUTH
 	ExpiredKeys         int64 // keys the background sweep dropped
+
+	// Cluster mode with --groups: keyed commands refused by slot routing
+	// since start.
+	ClusterMoved     int64 // -MOVED
+	ClusterCrossSlot int64 // -CROSSSLOT
+	ClusterDown      int64 // -CLUSTERDOWN Hash slot not served
 }
