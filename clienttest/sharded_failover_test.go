@@ -29,7 +29,7 @@ import (
 // applied), and records a connection error as an unknown outcome.
 func TestShardedFailover(t *testing.T) {
 	c := startSharded(t, 3)
-	c.waitSpread(20 * time.Second)
+	c.waitPreferred(3, 20*time.Second)
 	ld := startClusterLoad(t, c, 6, 48)
 	time.Sleep(500 * time.Millisecond)
 	var times []time.Duration

@@ -2,6 +2,8 @@ package clienttest
 
 import (
 	"context"
+	"encoding/json"
+	"strconv"
 	"fmt"
 	"testing"
 	"time"
@@ -16,8 +18,8 @@ import (
 // over and handed back when it returns, and RL.CLUSTER ADDGROUP grows the
 // cluster by a group.
 func TestShardedForward(t *testing.T) {
-	c := startSharded(t, 3, "--cluster-redirect", "forward")
-	c.waitSpread(20 * time.Second)
+	c := startSharded(t, 3, "--cluster-redirect", "forward", "--metrics-addr", "127.0.0.1:0", "--log-level", "info")
+	c.waitPreferred(3, 20*time.Second)
 
 	ctx := context.Background()
 	clients := make([]*redis.Client, len(c.nodes))
@@ -73,7 +75,7 @@ func TestShardedForward(t *testing.T) {
 	}
 	c.launch(victim)
 	c.waitGroups(3, 20*time.Second)
-	c.waitSpread(30 * time.Second)
+	c.waitPreferred(3, 30*time.Second)
 	c.converge(20 * time.Second)
 
 	// Grow by one group: it gets a leader on every node's view, no slots.
@@ -97,6 +99,53 @@ func TestShardedForward(t *testing.T) {
 			t.Fatalf("RL.CHECK p pol%d: %v, %v", k, v, err)
 		}
 	}
+
+	// Metrics and the status page show every group: one leader each, the
+	// same keys on every replica, the node's keys summed over its groups.
+	// (The new group may first be led by any node, then handed to its
+	// preferred leader, n1.)
+	c.waitPreferred(4, 20*time.Second)
+	c.converge(20 * time.Second)
+	leaders := map[string]float64{}
+	groupKeys := map[string]float64{}
+	for _, n := range c.nodes {
+		base := metricsAddrOf(t, n)
+		fams := scrape(t, base)
+		for g := 1; g <= 4; g++ {
+			id := strconv.Itoa(g)
+			v, ok := metricValue(fams, "rlserver_group_leader", "group", id)
+			if !ok {
+				t.Fatalf("node %s: no rlserver_group_leader for group %d", n.id, g)
+			}
+			leaders[id] += v
+			k, _ := metricValue(fams, "rlserver_group_keys", "group", id)
+			if prev, seen := groupKeys[id]; seen && prev != k {
+				t.Errorf("group %d: %v keys on node %s, %v on another", g, k, n.id, prev)
+			}
+			groupKeys[id] = k
+		}
+		wantMetric(t, fams, groupKeys["1"]+groupKeys["2"]+groupKeys["3"]+groupKeys["4"], "rlserver_keys", "kind", "gcra")
+		if code, body := httpGet(t, base+"/readyz"); code != 200 {
+			t.Errorf("node %s /readyz = %d %s with every group led", n.id, code, body)
+		}
+		code, body := httpGet(t, base+"/api/status")
+		var st struct {
+			Sharded *struct {
+				Groups []json.RawMessage `json:"groups"`
+			} `json:"sharded"`
+		}
+		if code != 200 || json.Unmarshal([]byte(body), &st) != nil || st.Sharded == nil || len(st.Sharded.Groups) != 4 {
+			t.Errorf("node %s /api/status: %d, sharded %+v", n.id, code, st.Sharded)
+		}
+	}
+	for g, n := range leaders {
+		if n != 1 {
+			t.Errorf("group %s has %v leaders in the metrics, want 1", g, n)
+		}
+	}
+	if total := groupKeys["1"] + groupKeys["2"] + groupKeys["3"]; total != keys+30 || groupKeys["4"] != 0 {
+		t.Errorf("groups hold %v keys, want %d in groups 1-3 and none in 4", groupKeys, keys+30)
+	}
 }
 
 // waitSpread waits until the data groups' leaders are spread as the
@@ -119,5 +168,27 @@ func (c *pcluster) waitSpread(timeout time.Duration) {
 	})
 	if !ok {
 		c.t.Fatalf("group leaders not spread over the nodes within %v: %v", timeout, last)
+	}
+}
+
+// waitPreferred waits until every group g of groups is led by its
+// preferred leader, the ((g-1) mod 3)-th node by id (n1, n2, n3, n1, ...),
+// on every node's view.
+func (c *pcluster) waitPreferred(groups int, timeout time.Duration) {
+	c.t.Helper()
+	var last map[int]string
+	ok := pollFor(timeout, func() bool {
+		for _, n := range c.nodes {
+			last = groupLeaders(n)
+			for g := 1; g <= groups; g++ {
+				if last[g] != fmt.Sprintf("n%d", (g-1)%3+1) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	if !ok {
+		c.t.Fatalf("groups not led by their preferred leaders within %v: %v", timeout, last)
 	}
 }

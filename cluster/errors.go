@@ -58,8 +58,10 @@ func applyErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout):
-		// The leader loop never took the command: certainly not appended.
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		// The leader loop never took the command (or refused it while
+		// handing leadership over): certainly not appended.
 		return errNotLeader
 	default:
 		// ErrLeadershipLost, ErrRaftShutdown, ErrAbortedByRestore after the
