@@ -21,6 +21,12 @@
 // may have been applied: moving on can then charge a key twice, which
 // errs against the caller, never in its favour beyond the policy.
 //
+// With Options.Cluster the client speaks the Redis Cluster protocol to a
+// sharded cluster (rlserver --groups): go-redis's cluster client sends
+// each command to the leader of its key's group, follows -MOVED, and
+// reloads the slot map every ClusterReloadInterval so that a dead leader's
+// keys move to its successor within about a second.
+//
 // Counters for errors, timeouts, degraded decisions and the breaker's
 // state are registered on the Registerer given in Options.
 package client
@@ -48,8 +54,16 @@ const DefaultTimeout = 50 * time.Millisecond
 // Options configures a Client. Only Addrs is required.
 type Options struct {
 	// Addrs are the server's addresses, host:port: one standalone node, or
-	// any nodes of a cluster.
+	// any nodes of a cluster. With Cluster, they are seeds: the client
+	// learns the other nodes from CLUSTER SLOTS.
 	Addrs []string
+	// Cluster speaks the Redis Cluster protocol (CLUSTER SLOTS, -MOVED) to
+	// a sharded cluster (rlserver --groups with the default
+	// --cluster-redirect moved): each call goes straight to the leader of
+	// its key's group. RL.CHECK's tiers must then share a hash slot (hash
+	// tags: "{user:42}:ip", "{user:42}:login"), else ErrCommand with
+	// CROSSSLOT; Reset splits its keys by slot itself.
+	Cluster bool
 	// Username and Password authenticate (AUTH / HELLO AUTH).
 	Username, Password string
 	// TLSConfig turns TLS on.
@@ -77,7 +91,8 @@ type Options struct {
 	// per CPU).
 	PoolSize int
 	// Redis, when set, adjusts each node's go-redis options after the
-	// client filled them in.
+	// client filled them in (with Cluster too: each node the cluster
+	// client connects to).
 	Redis func(*redis.Options)
 
 	clock func() time.Time // tests only; default time.Now
@@ -85,7 +100,8 @@ type Options struct {
 
 // Client is safe for concurrent use. Create it with New.
 type Client struct {
-	nodes    []*redis.Client
+	nodes    []redis.UniversalClient // one *redis.ClusterClient with Options.Cluster
+	cluster  bool
 	cur      atomic.Int32 // index of the node that last answered
 	timeout  time.Duration
 	failure  FailureMode
@@ -145,6 +161,11 @@ func New(o Options) (*Client, error) {
 	}
 	c.m = m
 	c.breaker = newBreaker(o.Breaker, c.now, c.breakerChanged)
+	if o.Cluster {
+		c.cluster = true
+		c.nodes = []redis.UniversalClient{newClusterClient(o)}
+		return c, nil
+	}
 	for _, addr := range o.Addrs {
 		ro := &redis.Options{
 			Addr: addr, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig,
@@ -453,6 +474,9 @@ func (c *Client) Reset(ctx context.Context, keys ...string) (int64, error) {
 	if len(keys) == 0 {
 		return 0, nil
 	}
+	if c.cluster {
+		return c.resetCluster(ctx, keys)
+	}
 	args := make([]any, 0, 1+len(keys))
 	args = append(args, "RL.RESET")
 	for _, k := range keys {
@@ -509,7 +533,7 @@ func (c *Client) exec(ctx context.Context, timeout time.Duration, args []any, pr
 	}
 	var reply redis.Error
 	switch {
-	case errors.As(err, &reply) && !transient(err.Error()):
+	case errors.As(err, &reply) && !c.unavailable(err.Error()):
 		c.breaker.done(callOK, probe)
 		return nil, fmt.Errorf("%w: %w", ErrCommand, err)
 	case errors.Is(err, redis.ErrClosed) && c.closed.Load():
@@ -543,14 +567,18 @@ func (c *Client) exec(ctx context.Context, timeout time.Duration, args []any, pr
 // while a node is unreachable or in a transient state and time is left.
 func (c *Client) send(ctx context.Context, args []any) (any, error) {
 	first := int(c.cur.Load())
+	pos := keyPos(args)
 	var err error
 	for i := range c.nodes {
 		idx := (first + i) % len(c.nodes)
+		cmd := redis.NewCmd(ctx, args...)
+		cmd.SetFirstKeyPos(pos)
+		c.nodes[idx].Process(ctx, cmd)
 		var v any
-		v, err = c.nodes[idx].Do(ctx, args...).Result()
+		v, err = cmd.Result()
 		var reply redis.Error
 		isReply := errors.As(err, &reply)
-		if err == nil || (isReply && !transient(err.Error())) {
+		if err == nil || (isReply && !c.unavailable(err.Error())) {
 			if idx != first {
 				c.cur.Store(int32(idx))
 			}
@@ -583,6 +611,15 @@ func transient(msg string) bool {
 		}
 	}
 	return false
+}
+
+// unavailable reports whether an error reply is a failure (the failure
+// mode applies) rather than the caller's bug: a transient state, or in
+// cluster mode a redirect left over when the redirects ran out (the slot
+// map is changing). A plain client sent -MOVED is pointed at a sharded
+// cluster without Options.Cluster: a configuration error.
+func (c *Client) unavailable(msg string) bool {
+	return transient(msg) || (c.cluster && redirect(msg))
 }
 
 // retryElsewhere reports whether another node may take a command this one

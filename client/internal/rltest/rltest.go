@@ -4,6 +4,8 @@
 // that very process answers PING. Tests stop only the processes they
 // started: Kill (SIGKILL) and Stop (SIGSTOP) simulate a crash and a hung
 // server, Restart starts a new process on the same address and folder.
+// StartCluster runs three such processes as a sharded cluster (--peers,
+// --groups) and waits until every node says cluster_state:ok.
 package rltest
 
 import (
@@ -76,6 +78,7 @@ type Server struct {
 	t    testing.TB
 	bin  string
 	dir  string
+	args []string // extra flags (a cluster node's)
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -88,16 +91,21 @@ type Server struct {
 // end of the test.
 func Start(t testing.TB, bin string) *Server {
 	t.Helper()
+	s := &Server{Addr: freeAddr(t), t: t, bin: bin, dir: t.TempDir()}
+	s.launch()
+	t.Cleanup(s.shutdown)
+	return s
+}
+
+// freeAddr returns a loopback address nothing listens on right now.
+func freeAddr(t testing.TB) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("finding a free port: %v", err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	s := &Server{Addr: addr, t: t, bin: bin, dir: t.TempDir()}
-	s.launch()
-	t.Cleanup(s.shutdown)
-	return s
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 func (s *Server) launch() {
@@ -107,7 +115,7 @@ func (s *Server) launch() {
 	// at once (listeners use SO_REUSEADDR); retry a few times if another
 	// process took it in between.
 	for range 20 {
-		cmd := exec.Command(s.bin, "--addr", s.Addr, "--dir", s.dir, "--log-level", "warn", "--save-interval", "0")
+		cmd := exec.Command(s.bin, append([]string{"--addr", s.Addr, "--dir", s.dir, "--log-level", "warn", "--save-interval", "0"}, s.args...)...)
 		cmd.Env = cleanEnv()
 		stderr := &buffer{}
 		cmd.Stderr = stderr
@@ -200,6 +208,19 @@ func (s *Server) Kill() {
 	s.mu.Unlock()
 	cmd.Process.Kill()
 	<-exited
+}
+
+// Alive reports whether the process is still running.
+func (s *Server) Alive() bool {
+	s.mu.Lock()
+	exited := s.exited
+	s.mu.Unlock()
+	select {
+	case <-exited:
+		return false
+	default:
+		return true
+	}
 }
 
 // Stop freezes the process with SIGSTOP: the kernel still accepts
