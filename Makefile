@@ -28,7 +28,8 @@ GROUPS ?= 3
 sharded: build
 	RL_CLUSTER_DIR=./data/sharded ./scripts/cluster.sh --groups $(GROUPS)
 
-# The end-to-end tests drive redis-cli and headless Chromium, the
+# The end-to-end tests drive redis-cli, redis-py (Debian's python3-redis,
+# under /usr/bin/python3) and headless Chromium, the
 # benchmark driver's test redis-benchmark, the deployment tests run
 # systemd-analyze and the network-fault tests ip and nft: install what is
 # missing. (The benchmark driver's test also needs redis-server, which CI
@@ -44,6 +45,7 @@ test-deps:
 	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
+	/usr/bin/python3 -c 'import redis.cluster' >/dev/null 2>&1 || missing="$$missing python3-redis"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing"; \
 		$(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends $$missing; \
