@@ -87,9 +87,9 @@ func keyInGroup(c *pcluster, g int, prefix string) string {
 	}
 }
 
-// newClusterClient is a go-redis ClusterClient over the live nodes that
+// exactClusterClient is a go-redis ClusterClient over the live nodes that
 // never retries or follows a redirection by itself.
-func newClusterClient(t *testing.T, c *pcluster) *redis.ClusterClient {
+func exactClusterClient(t *testing.T, c *pcluster) *redis.ClusterClient {
 	var addrs []string
 	for _, n := range c.nodes {
 		addrs = append(addrs, n.respAddr)
@@ -151,7 +151,7 @@ type clusterLoad struct {
 func startClusterLoad(t *testing.T, c *pcluster, workers, keys int) *clusterLoad {
 	l := &clusterLoad{stop: make(chan struct{}), h: newHistory()}
 	for w := range workers {
-		cc := newClusterClient(t, c)
+		cc := exactClusterClient(t, c)
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
@@ -189,7 +189,7 @@ func (l *clusterLoad) end() {
 // a fresh cluster client.
 func (c *pcluster) probeServedCluster(since time.Time, key string, limit time.Duration) time.Duration {
 	c.t.Helper()
-	cc := newClusterClient(c.t, c)
+	cc := exactClusterClient(c.t, c)
 	for {
 		_, _, err := allowCluster(context.Background(), cc, key, histCapacity, 1, 0)
 		if err == nil {

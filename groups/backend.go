@@ -71,7 +71,12 @@ func (h *Host) DoPolicies(ctx context.Context, reqs []engine.Request, names [][]
 		}
 		p.idx = append(p.idx, i)
 		p.reqs = append(p.reqs, reqs[i])
-		if names != nil {
+		// names may be shorter than reqs (policy.Store.ResolveBatch):
+		// the requests past its end name no policy.
+		if i < len(names) {
+			for len(p.names) < len(p.reqs)-1 {
+				p.names = append(p.names, nil)
+			}
 			p.names = append(p.names, names[i])
 		}
 	}
@@ -98,7 +103,7 @@ func (h *Host) DoPolicies(ctx context.Context, reqs []engine.Request, names [][]
 }
 
 func (m *member) do(ctx context.Context, reqs []engine.Request, names [][]byte, res []engine.Result) error {
-	if names == nil {
+	if len(names) == 0 {
 		return m.node.Do(ctx, reqs, res)
 	}
 	return m.node.DoPolicies(ctx, reqs, names, res)

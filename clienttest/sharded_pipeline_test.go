@@ -11,15 +11,14 @@ import (
 	"github.com/rlserver/rlserver/slots"
 )
 
-// TestBugShardedPipelineCheckThenAllowPanics pins a crash of a sharded node:
-// a pipeline of RL.CHECK followed by RL.ALLOW whose keys live in different
-// groups that the node serves (with --cluster-redirect forward every node
-// serves every group; with moved, a node that leads two groups after an
-// election). server.batchTiered pads client.names only up to the tiered
-// command, so names is shorter than reqs (policy.Store.ResolveBatch allows
-// it), but groups.Host.DoPolicies, splitting the batch by group, reads
-// names[i] for every request: index out of range, and the process dies.
-func TestBugShardedPipelineCheckThenAllowPanics(t *testing.T) {
+// TestShardedPipelineOverGroups: a pipeline of RL.CHECK followed by
+// RL.ALLOW whose keys live in different groups that the node serves (with
+// --cluster-redirect forward every node serves every group; with moved, a
+// node that leads two groups after an election). The batch's policy names
+// are shorter than its requests (server.batchTiered pads them only up to
+// the tiered command), and groups.Host.DoPolicies, splitting the batch by
+// group, once read past their end and crashed the process.
+func TestShardedPipelineOverGroups(t *testing.T) {
 	c := startSharded(t, 3, "--cluster-redirect", "forward")
 	if v, err := rawDo(c.nodes[0].respAddr, 10*time.Second, "RL.POLICY", "SET", "tier", "ALLOW", "5", "0.000001"); err != nil || v.str != "OK" {
 		t.Fatalf("RL.POLICY SET: %v, %v", v, err)
