@@ -47,12 +47,12 @@ import (
 func TestShardedClients(t *testing.T) {
 	started := time.Now()
 	c := startSharded(t, 3, "--commit-timeout", "10s")
-	c.waitSpread(20 * time.Second)
+	c.waitPreferred(3, 20*time.Second)
 	sc := &shardedClients{c: c, book: newLedger()}
 	t.Logf("cluster up in %v", time.Since(started).Round(time.Millisecond))
 
-	// One policy for the RL.CHECK tiers, through any node: policies reach
-	// every group through the meta group.
+	// One policy for the RL.CHECK tiers, through any node: the node
+	// applies it to every group.
 	if v, err := rawDo(c.nodes[0].respAddr, 15*time.Second, "RL.POLICY", "SET", "tier", "ALLOW", strconv.Itoa(shardedCap), shardedRate); err != nil || v.str != "OK" {
 		t.Fatalf("RL.POLICY SET tier: %v, %v", v, err)
 	}

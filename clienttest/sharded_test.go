@@ -148,29 +148,6 @@ func TestShardedForward(t *testing.T) {
 	}
 }
 
-// waitSpread waits until the data groups' leaders are spread as the
-// balancer places them: each process leads the same number of groups
-// (within one).
-func (c *pcluster) waitSpread(timeout time.Duration) {
-	c.t.Helper()
-	var last map[int]string
-	ok := pollFor(timeout, func() bool {
-		last = groupLeaders(c.nodes[0])
-		count := map[string]int{}
-		for _, l := range last {
-			count[l]++
-		}
-		lo, hi := len(last), 0
-		for _, n := range c.live() {
-			lo, hi = min(lo, count[n.id]), max(hi, count[n.id])
-		}
-		return len(last) > 0 && hi-lo <= 1
-	})
-	if !ok {
-		c.t.Fatalf("group leaders not spread over the nodes within %v: %v", timeout, last)
-	}
-}
-
 // waitPreferred waits until every group g of groups is led by its
 // preferred leader, the ((g-1) mod 3)-th node by id (n1, n2, n3, n1, ...),
 // on every node's view.
