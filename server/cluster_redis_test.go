@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -232,7 +233,12 @@ func startRedisNodes(t *testing.T, n int) []*redis.Client {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		t.Fatal("redis-server is required (Debian's redis-server package): ", err)
+		// make test does not install it (Debian's package starts a Redis
+		// on port 6379, where make run listens): CI does and requires it.
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server is required (Debian's redis-server package): ", err)
+		}
+		t.Skip("redis-server not found (Debian's redis-server package): ", err)
 	}
 	var clients []*redis.Client
 	for range n {

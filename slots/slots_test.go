@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -134,7 +135,12 @@ func startRedisCluster(t *testing.T) string {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		t.Fatal("redis-server is required (Debian's redis-server package): ", err)
+		// make test does not install it (Debian's package starts a Redis
+		// on port 6379, where make run listens): CI does and requires it.
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server is required (Debian's redis-server package): ", err)
+		}
+		t.Skip("redis-server not found (Debian's redis-server package): ", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
