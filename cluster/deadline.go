@@ -112,7 +112,7 @@ func (n *Node) handleDeadline(ctx context.Context, payload []byte, inner bool) (
 		return statusBadRequest, nil
 	}
 	switch typ {
-	case msgBatch2, msgFlush, msgLen, msgJoin, msgRemove, msgPolicy, msgMeta:
+	case msgBatch2, msgFlush, msgLen, msgJoin, msgRemove, msgPolicy, msgMeta, msgSlots:
 	default:
 		return statusBadRequest, nil
 	}

@@ -26,6 +26,45 @@ type Directory struct {
 	Groups []GroupInfo       // data groups, ascending by ID
 	Slots  []uint32          // NumSlots entries: the owning group, 0 for none
 	Nodes  map[string]string // node id -> client (RESP) address
+
+	// Slot moves (slotmove.go, groups/mover.go): at most one in
+	// progress, then the last finished ones, oldest first.
+	Moves    []Move
+	NextMove uint64 // the id the next move gets
+}
+
+// Move is one slot move as the directory records it.
+type Move struct {
+	ID             uint64
+	Start, End     int // the slot range, inclusive
+	Source, Target uint32
+	State          byte  // MoveBegun, MoveCommitted, MoveReleased
+	Began, Ended   int64 // entry times (ns) of the begin and of the release
+}
+
+// Move states in the directory.
+const (
+	// MoveBegun: the range still belongs to the source in the directory;
+	// the driver imports it into the target.
+	MoveBegun byte = 1
+	// MoveCommitted: the target committed the import; the directory
+	// points the range at the target; the source has not released it yet.
+	MoveCommitted byte = 2
+	// MoveReleased: the source dropped the range; the move is over.
+	MoveReleased byte = 3
+)
+
+// keptMoves is how many finished moves the directory remembers.
+const keptMoves = 16
+
+// Current returns the move in progress, or nil.
+func (d *Directory) Current() *Move {
+	for i := range d.Moves {
+		if d.Moves[i].State != MoveReleased {
+			return &d.Moves[i]
+		}
+	}
+	return nil
 }
 
 // GroupInfo is one data group of the directory.
@@ -68,7 +107,23 @@ const (
 	// metaAddGroup: the peers (appendPeers). Adds a group with the next id
 	// and no slots.
 	metaAddGroup byte = 4
+	// metaMoveBegin: uvarint start, end, target. Records a move of the
+	// range from its owner to the target; the result is its id. Refused
+	// (ErrMoveInvalid) while another move is in progress, or when the
+	// range is not owned whole by one group other than the target.
+	metaMoveBegin byte = 5
+	// metaMoveCommitted: uvarint id. Points the move's range at its target.
+	metaMoveCommitted byte = 6
+	// metaMoveReleased: uvarint id. Ends the move.
+	metaMoveReleased byte = 7
 )
+
+// ErrMoveInvalid: a move the directory refuses (the reason is in the
+// text).
+type ErrMoveInvalid struct{ Reason string }
+
+func (e *ErrMoveInvalid) Error() string    { return "slot move refused: " + e.Reason }
+func (e *ErrMoveInvalid) WireText() string { return "ERR " + e.Reason }
 
 var errBadMeta = errors.New("bad directory change")
 
@@ -76,7 +131,8 @@ var errBadMeta = errors.New("bad directory change")
 var ErrNotInitialised = &Error{"slot directory not initialised", "CLUSTERDOWN the slot directory is not initialised yet; retry"}
 
 func (d *Directory) clone() *Directory {
-	c := &Directory{Epoch: d.Epoch, Groups: slices.Clone(d.Groups), Slots: slices.Clone(d.Slots), Nodes: make(map[string]string, len(d.Nodes))}
+	c := &Directory{Epoch: d.Epoch, Groups: slices.Clone(d.Groups), Slots: slices.Clone(d.Slots), Nodes: make(map[string]string, len(d.Nodes)),
+		Moves: slices.Clone(d.Moves), NextMove: d.NextMove}
 	for k, v := range d.Nodes {
 		c.Nodes[k] = v
 	}
@@ -90,8 +146,9 @@ func emptyDirectory() *Directory {
 	return &Directory{Slots: make([]uint32, NumSlots), Nodes: map[string]string{}}
 }
 
-// applyMeta returns the directory after op, and op's result.
-func applyMeta(d *Directory, op []byte) (*Directory, uint64, error) {
+// applyMeta returns the directory after op, and op's result. now is the
+// entry's time. An *ErrMoveInvalid leaves the directory as it is.
+func applyMeta(d *Directory, op []byte, now int64) (*Directory, uint64, error) {
 	dec := decoder{b: op}
 	code := dec.byte()
 	if dec.err != nil {
@@ -156,8 +213,80 @@ func applyMeta(d *Directory, op []byte) (*Directory, uint64, error) {
 		c.Groups = append(c.Groups, GroupInfo{ID: g, Peers: peers})
 		c.Epoch++
 		return c, uint64(g), nil
+	case metaMoveBegin:
+		start, end, target := dec.uvarint(), dec.uvarint(), dec.uvarint()
+		if dec.err != nil || len(dec.b) != 0 || start > end || end >= NumSlots || target > 1<<31 {
+			return nil, 0, errBadMeta
+		}
+		if err := d.checkMove(int(start), int(end), uint32(target)); err != nil {
+			return d, 0, err
+		}
+		c := d.clone()
+		c.NextMove = max(c.NextMove, 1)
+		c.Moves = append(c.Moves, Move{ID: c.NextMove, Start: int(start), End: int(end),
+			Source: d.Slots[start], Target: uint32(target), State: MoveBegun, Began: now})
+		c.NextMove++
+		c.Epoch++
+		return c, c.NextMove - 1, nil
+	case metaMoveCommitted, metaMoveReleased:
+		id := dec.uvarint()
+		if dec.err != nil || len(dec.b) != 0 {
+			return nil, 0, errBadMeta
+		}
+		cur := d.Current()
+		if cur == nil || cur.ID != id {
+			return d, 0, nil // done already (or another move's): idempotent
+		}
+		want := MoveBegun
+		if code == metaMoveReleased {
+			want = MoveCommitted
+		}
+		if cur.State != want {
+			return d, 0, nil
+		}
+		c := d.clone()
+		m := c.Current()
+		if code == metaMoveCommitted {
+			for s := m.Start; s <= m.End; s++ {
+				c.Slots[s] = m.Target
+			}
+			m.State = MoveCommitted
+		} else {
+			m.State, m.Ended = MoveReleased, now
+			if len(c.Moves) > keptMoves {
+				c.Moves = c.Moves[len(c.Moves)-keptMoves:]
+			}
+		}
+		c.Epoch++
+		return c, 0, nil
 	}
 	return nil, 0, errBadMeta
+}
+
+// checkMove says why the directory refuses to move [start, end] to
+// target, or nil.
+func (d *Directory) checkMove(start, end int, target uint32) error {
+	switch {
+	case d.Epoch == 0:
+		return &ErrMoveInvalid{"the slot directory is not initialised"}
+	case d.Current() != nil:
+		return &ErrMoveInvalid{fmt.Sprintf("move %d is in progress; one move at a time", d.Current().ID)}
+	case d.Group(target) == nil:
+		return &ErrMoveInvalid{fmt.Sprintf("no group %d", target)}
+	}
+	src := d.Slots[start]
+	for s := start; s <= end; s++ {
+		if d.Slots[s] != src {
+			return &ErrMoveInvalid{fmt.Sprintf("slots %d-%d are not owned by one group (slot %d: group %d, slot %d: group %d)", start, end, start, src, s, d.Slots[s])}
+		}
+	}
+	switch {
+	case src == 0:
+		return &ErrMoveInvalid{fmt.Sprintf("slots %d-%d are not assigned", start, end)}
+	case src == target:
+		return &ErrMoveInvalid{fmt.Sprintf("slots %d-%d are in group %d already", start, end, target)}
+	}
+	return nil
 }
 
 // appendDirectory encodes d for snapshots and digests: uvarint epoch,
@@ -187,6 +316,22 @@ func appendDirectory(dst []byte, d *Directory) []byte {
 	for _, id := range ids {
 		dst = appendString(dst, id)
 		dst = appendString(dst, d.Nodes[id])
+	}
+	// Moves (absent in a directory that never had one).
+	if len(d.Moves) == 0 && d.NextMove == 0 {
+		return dst
+	}
+	dst = binary.AppendUvarint(dst, d.NextMove)
+	dst = binary.AppendUvarint(dst, uint64(len(d.Moves)))
+	for _, m := range d.Moves {
+		dst = binary.AppendUvarint(dst, m.ID)
+		dst = binary.AppendUvarint(dst, uint64(m.Start))
+		dst = binary.AppendUvarint(dst, uint64(m.End))
+		dst = binary.AppendUvarint(dst, uint64(m.Source))
+		dst = binary.AppendUvarint(dst, uint64(m.Target))
+		dst = append(dst, m.State)
+		dst = binary.AppendVarint(dst, m.Began)
+		dst = binary.AppendVarint(dst, m.Ended)
 	}
 	return dst
 }
@@ -223,6 +368,19 @@ func decodeDirectory(b []byte) (*Directory, error) {
 	for range nn {
 		id, addr := string(dec.bytes()), string(dec.bytes())
 		d.Nodes[id] = addr
+	}
+	if dec.err == nil && len(dec.b) > 0 {
+		d.NextMove = dec.uvarint()
+		nm := dec.uvarint()
+		if dec.err != nil || nm > 1024 {
+			return nil, errBadSnapshot
+		}
+		for range nm {
+			m := Move{ID: dec.uvarint(), Start: int(dec.uvarint()), End: int(dec.uvarint()),
+				Source: uint32(dec.uvarint()), Target: uint32(dec.uvarint()), State: dec.byte()}
+			m.Began, m.Ended = dec.varint(), dec.varint()
+			d.Moves = append(d.Moves, m)
+		}
 	}
 	if dec.err != nil || len(dec.b) != 0 {
 		return nil, errBadSnapshot
@@ -310,6 +468,26 @@ func (n *Node) AddGroup(ctx context.Context, peers []Peer) (uint32, error) {
 	return uint32(v), err
 }
 
+// BeginMove records a move of slots [start, end] to group target and
+// returns its id; *ErrMoveInvalid says why the directory refused it.
+func (n *Node) BeginMove(ctx context.Context, start, end int, target uint32) (uint64, error) {
+	op := binary.AppendUvarint([]byte{metaMoveBegin}, uint64(start))
+	op = binary.AppendUvarint(op, uint64(end))
+	return n.proposeMeta(ctx, binary.AppendUvarint(op, uint64(target)))
+}
+
+// MoveCommitted points move id's range at its target.
+func (n *Node) MoveCommitted(ctx context.Context, id uint64) error {
+	_, err := n.proposeMeta(ctx, binary.AppendUvarint([]byte{metaMoveCommitted}, id))
+	return err
+}
+
+// MoveReleased ends move id.
+func (n *Node) MoveReleased(ctx context.Context, id uint64) error {
+	_, err := n.proposeMeta(ctx, binary.AppendUvarint([]byte{metaMoveReleased}, id))
+	return err
+}
+
 func (n *Node) proposeMeta(ctx context.Context, op []byte) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.CommitTimeout)
 	defer cancel()
@@ -337,7 +515,13 @@ func (n *Node) applyMetaOp(ctx context.Context, op []byte, localOnly bool) (uint
 		msg:  msgMeta,
 		body: op,
 		forwarded: func(reply []byte) (uint64, error) {
-			v, k := binary.Uvarint(reply)
+			if len(reply) > 0 && reply[0] == 1 {
+				return 0, &ErrMoveInvalid{string(reply[1:])}
+			}
+			if len(reply) == 0 {
+				return 0, ErrUnknownOutcome
+			}
+			v, k := binary.Uvarint(reply[1:])
 			if k <= 0 {
 				return 0, ErrUnknownOutcome
 			}
@@ -349,23 +533,36 @@ func (n *Node) applyMetaOp(ctx context.Context, op []byte, localOnly bool) (uint
 // handleMeta serves a forwarded msgMeta on the leader. The op is checked
 // before it can reach the log.
 func (n *Node) handleMeta(ctx context.Context, op []byte) (byte, []byte) {
-	if _, _, err := applyMeta(emptyDirectory(), op); err != nil {
+	if !validMetaOp(op) {
 		return statusBadRequest, nil
 	}
 	v, err := n.applyMetaOp(ctx, op, true)
-	if err != nil {
+	var inv *ErrMoveInvalid
+	switch {
+	case errors.As(err, &inv):
+		return statusOK, append([]byte{1}, inv.Reason...)
+	case err != nil:
 		return statusOf(err), nil
 	}
-	return statusOK, binary.AppendUvarint(nil, v)
+	return statusOK, binary.AppendUvarint([]byte{0}, v)
+}
+
+// validMetaOp reports whether op decodes as a directory change.
+func validMetaOp(op []byte) bool {
+	_, _, err := applyMeta(emptyDirectory(), op, 0)
+	return !errors.Is(err, errBadMeta)
 }
 
 // applyMetaEntry applies a cmdMeta entry (the caller holds f.mu). An op that
 // does not decode was refused before the log, so it panics like any
 // undecodable entry.
-func (f *fsm) applyMetaEntry(op []byte, index uint64) any {
-	d, v, err := applyMeta(f.dir.Load(), op)
-	if err != nil {
+func (f *fsm) applyMetaEntry(now int64, op []byte, index uint64) any {
+	d, v, err := applyMeta(f.dir.Load(), op, now)
+	if errors.Is(err, errBadMeta) {
 		panic(fmt.Sprintf("cluster: log entry %d: %v", index, err))
+	}
+	if err != nil {
+		return &metaResult{err: err}
 	}
 	f.setDirectory(d)
 	return &metaResult{v: v}

@@ -14,7 +14,7 @@ var testPeers = []Peer{{ID: "n1", Addr: "127.0.0.1:1"}, {ID: "n2", Addr: "127.0.
 
 func mustMeta(t *testing.T, d *Directory, op []byte) (*Directory, uint64) {
 	t.Helper()
-	nd, v, err := applyMeta(d, op)
+	nd, v, err := applyMeta(d, op, 0)
 	if err != nil {
 		t.Fatalf("applyMeta(%x): %v", op, err)
 	}
@@ -55,7 +55,7 @@ func TestDirectoryChanges(t *testing.T) {
 		t.Fatalf("forget: %+v", d)
 	}
 	for _, bad := range [][]byte{nil, {99}, {metaInit}, binary.AppendUvarint([]byte{metaInit}, 0), {metaAddGroup}, {metaRegister, 5}} {
-		if _, _, err := applyMeta(emptyDirectory(), bad); err == nil {
+		if _, _, err := applyMeta(emptyDirectory(), bad, 0); err == nil {
 			t.Errorf("op %x accepted", bad)
 		}
 	}
@@ -106,7 +106,7 @@ func TestDirectoryReplicated(t *testing.T) {
 	}
 	s := snap.(*fsmSnapshot)
 	var buf bytes.Buffer
-	if err := writeSnapshot(&buf, s.clock, s.applied, s.policies, s.recs, s.dir); err != nil {
+	if err := writeSnapshot(&buf, s.clock, s.applied, s.policies, s.recs, s.dir, s.slots); err != nil {
 		t.Fatal(err)
 	}
 	eng := engine.New(1)

@@ -176,7 +176,7 @@ type entry struct {
 	defs     [][]string        // cmdPolicySet (one), cmdPolicyDel (the name alone), cmdPolicyReplace
 	noCreate bool              // cmdNoCreate: the wrapped batch is applied in no-create mode
 	evict    engine.EvictRange // cmdEvict
-	meta     []byte            // cmdMeta: the directory change (directory.go)
+	meta     []byte            // cmdMeta: the directory change (directory.go); cmdSlots: the move step (slotmove.go)
 }
 
 // decodeEntry decodes a log entry written by this package.
@@ -213,7 +213,12 @@ func decodeEntry(b []byte) (entry, error) {
 			return e, err
 		}
 	case cmdMeta:
-		if _, _, err := applyMeta(emptyDirectory(), d.b); err != nil {
+		if !validMetaOp(d.b) {
+			return e, errCorrupt
+		}
+		e.meta = d.b
+	case cmdSlots:
+		if !validSlotsOp(d.b) {
 			return e, errCorrupt
 		}
 		e.meta = d.b
@@ -237,6 +242,7 @@ var resultErrs = []error{
 	engine.ErrDuplicateTier,
 	policy.ErrUnknown,
 	engine.ErrOOM,
+	ErrNotOwned,
 }
 
 // errUnknownResult stands for a Result error that resultErrs does not list.

@@ -293,6 +293,8 @@ func (n *Node) handleForwardMsg(ctx context.Context, typ byte, payload []byte) (
 		return n.handleDeadline(ctx, payload, typ == msgDeadline)
 	case msgMeta:
 		return n.handleMeta(ctx, payload) // directory.go
+	case msgSlots:
+		return n.handleSlots(ctx, payload) // slotmove.go
 	case msgRemoved:
 		id := string(d.bytes())
 		if d.err != nil {

@@ -36,15 +36,30 @@ type fsm struct {
 	dir   atomic.Pointer[Directory]
 	dirMu sync.Mutex
 	dirCh chan struct{}
+
+	// Slot moves (slotmove.go; data groups only), under mu.
+	slots slotTable
 }
 
 func newFSM(eng *engine.Engine) *fsm {
-	f := &fsm{eng: eng, policies: policy.NewStore(), dirCh: make(chan struct{})}
+	f := &fsm{eng: eng, policies: policy.NewStore(), dirCh: make(chan struct{}), slots: newSlotTable()}
 	f.dir.Store(emptyDirectory())
 	return f
 }
 
 func (f *fsm) directory() *Directory { return f.dir.Load() }
+
+// scatter copies the results of the requests a batch kept (sub, at
+// positions idx of res) into res; unfiltered, sub is the whole batch's.
+func scatter(res, sub []engine.Result, idx []int, filtered bool) {
+	if !filtered {
+		copy(res, sub)
+		return
+	}
+	for k, i := range idx {
+		res[i] = sub[k]
+	}
+}
 
 func (f *fsm) dirChanged() <-chan struct{} {
 	f.dirMu.Lock()
@@ -96,9 +111,16 @@ func (f *fsm) Apply(l *raft.Log) any {
 		return f.applyEvict(now, &e, l) // memory.go
 	case cmdBatch:
 		res := make([]engine.Result, len(e.reqs))
-		if err := f.eng.Do(ctx, now, e.reqs, res); err != nil {
+		reqs := e.reqs
+		keep, _, idx, filtered := f.filterOwned(reqs, nil, res) // slotmove.go
+		if filtered {
+			reqs = keep
+		}
+		sub := make([]engine.Result, len(reqs))
+		if err := f.eng.Do(ctx, now, reqs, sub); err != nil {
 			panic(fmt.Sprintf("cluster: applying log entry %d: %v", l.Index, err))
 		}
+		scatter(res, sub, idx, filtered)
 		return &batchResult{res: res}
 	case cmdFlush:
 		if err := f.eng.Flush(ctx); err != nil {
@@ -112,15 +134,23 @@ func (f *fsm) Apply(l *raft.Log) any {
 		}
 		return &lenResult{n: n}
 	case cmdBatch2:
-		res, err := f.applyBatch2(now, &e)
+		res := make([]engine.Result, len(e.reqs))
+		keep, keepNames, idx, filtered := f.filterOwned(e.reqs, e.names, res) // slotmove.go
+		if filtered {
+			e.reqs, e.names = keep, keepNames
+		}
+		sub, err := f.applyBatch2(now, &e)
 		if err != nil {
 			panic(fmt.Sprintf("cluster: applying log entry %d: %v", l.Index, err))
 		}
+		scatter(res, sub, idx, filtered)
 		return &batchResult{res: res}
 	case cmdPolicySet, cmdPolicyDel, cmdPolicyReplace:
 		return f.applyPolicyEntry(&e)
 	case cmdMeta:
-		return f.applyMetaEntry(e.meta, l.Index) // directory.go
+		return f.applyMetaEntry(now, e.meta, l.Index) // directory.go
+	case cmdSlots:
+		return f.applySlots(now, e.meta, l.Index) // slotmove.go
 	}
 	panic(fmt.Sprintf("cluster: log entry %d has unknown command type %d", l.Index, e.cmd))
 }

@@ -42,14 +42,15 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: snapshot: %w", err)
 	}
-	return &fsmSnapshot{clock: clock, applied: applied, recs: recs, policies: f.policies.Defs(), dir: encodedDirectory(f.dir.Load())}, nil
+	return &fsmSnapshot{clock: clock, applied: applied, recs: recs, policies: f.policies.Defs(),
+		dir: encodedDirectory(f.dir.Load()), slots: encodedSlotTable(&f.slots)}, nil
 }
 
 // Restore replaces the state with a snapshot's (a follower catching up, a
 // node joining, or a restart).
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	clock, applied, recs, defs, dirBytes, err := readSnapshot(rc)
+	clock, applied, recs, defs, dirBytes, slotBytes, err := readSnapshot(rc)
 	if err != nil {
 		return fmt.Errorf("cluster: restore: %w", err)
 	}
@@ -58,9 +59,15 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("cluster: restore: policies: %w", err)
 	}
 	dir := emptyDirectory()
-	if dirBytes != nil {
+	if len(dirBytes) > 0 {
 		if dir, err = decodeDirectory(dirBytes); err != nil {
 			return fmt.Errorf("cluster: restore: slot directory: %w", err)
+		}
+	}
+	table := newSlotTable()
+	if len(slotBytes) > 0 {
+		if table, err = decodeSlotTable(slotBytes); err != nil {
+			return fmt.Errorf("cluster: restore: slot moves: %w", err)
 		}
 	}
 	f.mu.Lock()
@@ -78,7 +85,17 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.now.Store(clock)
 	f.applied.Store(applied)
 	f.setDirectory(dir)
+	f.slots = table
 	return nil
+}
+
+// encodedSlotTable is t for a snapshot, or nil when no move touched the
+// group.
+func encodedSlotTable(t *slotTable) []byte {
+	if t.empty() {
+		return nil
+	}
+	return appendSlotTable(nil, t)
 }
 
 // encodedDirectory is d for a snapshot, or nil while it is not
@@ -96,11 +113,12 @@ type fsmSnapshot struct {
 	recs     []engine.Record
 	policies [][]string // definitions, sorted by name
 	dir      []byte     // the slot directory (directory.go), nil when not initialised
+	slots    []byte     // the slot-move state (slotmove.go), nil when empty
 }
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	w := bufio.NewWriterSize(sink, 256<<10)
-	err := writeSnapshot(w, s.clock, s.applied, s.policies, s.recs, s.dir)
+	err := writeSnapshot(w, s.clock, s.applied, s.policies, s.recs, s.dir, s.slots)
 	if err == nil {
 		err = w.Flush()
 	}
@@ -121,6 +139,7 @@ func (f *fsm) Digest(ctx context.Context) (applied uint64, digest string, err er
 	clock, applied, recs, err := f.capture(ctx)
 	defs := f.policies.Defs()
 	dir := encodedDirectory(f.dir.Load())
+	table := encodedSlotTable(&f.slots)
 	f.mu.Unlock()
 	if err != nil {
 		return 0, "", err
@@ -141,8 +160,10 @@ func (f *fsm) Digest(ctx context.Context) (applied uint64, digest string, err er
 	for _, d := range defs {
 		buf = appendWords(buf, d)
 	}
-	// The slot directory, when initialised (the meta group's).
+	// The slot directory, when initialised (the meta group's), and the
+	// slot-move state, when a move touched the group.
 	buf = append(buf, dir...)
+	buf = append(buf, table...)
 	h.Write(buf)
 	return applied, hex.EncodeToString(h.Sum(nil)), nil
 }
@@ -150,39 +171,46 @@ func (f *fsm) Digest(ctx context.Context) (applied uint64, digest string, err er
 // The snapshot stream is the persist package's format (the one standalone
 // saves use): the header's clock is the FSM's clock, and its opaque meta
 // holds this package's fields: a meta version byte, then the applied index
-// as a uvarint; version 2 adds the slot directory (appendDirectory) after
-// it, version 1 has none.
+// as a uvarint; version 2 adds the slot directory (appendDirectory, after
+// its length as a uvarint) and the slot-move state (appendSlotTable, to
+// the end), either of which may be empty. Version 1 has neither.
 const (
-	metaVersion    = 1
-	metaVersionDir = 2
+	metaVersion      = 1
+	metaVersionSlots = 2
 )
 
 var errBadSnapshot = errors.New("bad snapshot")
 
-func writeSnapshot(w io.Writer, clock int64, applied uint64, policies [][]string, recs []engine.Record, dir []byte) error {
+func writeSnapshot(w io.Writer, clock int64, applied uint64, policies [][]string, recs []engine.Record, dir, slots []byte) error {
 	meta := binary.AppendUvarint([]byte{metaVersion}, applied)
-	if dir != nil {
-		meta = append(binary.AppendUvarint([]byte{metaVersionDir}, applied), dir...)
+	if dir != nil || slots != nil {
+		meta = binary.AppendUvarint([]byte{metaVersionSlots}, applied)
+		meta = binary.AppendUvarint(meta, uint64(len(dir)))
+		meta = append(append(meta, dir...), slots...)
 	}
 	return persist.Encode(w, persist.Header{ClockNanos: clock, Meta: meta, Policies: policies}, recs)
 }
 
-func readSnapshot(r io.Reader) (clock int64, applied uint64, recs []engine.Record, policies [][]string, dir []byte, err error) {
+func readSnapshot(r io.Reader) (clock int64, applied uint64, recs []engine.Record, policies [][]string, dir, slots []byte, err error) {
 	h, recs, err := persist.Decode(r)
 	if err != nil {
-		return 0, 0, nil, nil, nil, err
+		return 0, 0, nil, nil, nil, nil, err
 	}
-	if len(h.Meta) < 2 || (h.Meta[0] != metaVersion && h.Meta[0] != metaVersionDir) {
-		return 0, 0, nil, nil, nil, fmt.Errorf("%w: not a Raft snapshot of this version (meta %x)", errBadSnapshot, h.Meta)
+	bad := func() error { return fmt.Errorf("%w: bad meta %x", errBadSnapshot, h.Meta) }
+	if len(h.Meta) < 2 || (h.Meta[0] != metaVersion && h.Meta[0] != metaVersionSlots) {
+		return 0, 0, nil, nil, nil, nil, fmt.Errorf("%w: not a Raft snapshot of this version (meta %x)", errBadSnapshot, h.Meta)
 	}
-	applied, n := binary.Uvarint(h.Meta[1:])
-	if n <= 0 || (h.Meta[0] == metaVersion && n != len(h.Meta)-1) {
-		return 0, 0, nil, nil, nil, fmt.Errorf("%w: bad meta %x", errBadSnapshot, h.Meta)
+	d := decoder{b: h.Meta[1:]}
+	applied = d.uvarint()
+	if h.Meta[0] == metaVersionSlots {
+		dir = d.bytes()
+		slots = d.b
+		d.b = nil
 	}
-	if h.Meta[0] == metaVersionDir {
-		dir = h.Meta[1+n:]
+	if d.err != nil || len(d.b) != 0 {
+		return 0, 0, nil, nil, nil, nil, bad()
 	}
-	return h.ClockNanos, applied, recs, h.Policies, dir, nil
+	return h.ClockNanos, applied, recs, h.Policies, dir, slots, nil
 }
 
 // appendRecord encodes a record for the digest.

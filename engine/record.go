@@ -219,6 +219,17 @@ func (s *shard) record(key []byte, k Kind, v int64) Record {
 	return rec
 }
 
+// ValidateRecords checks records as Import does, inserting nothing: an
+// error wraps ErrBadRecord and names the first invalid record.
+func ValidateRecords(recs []Record) error {
+	for i := range recs {
+		if why := checkRecord(&recs[i]); why != "" {
+			return fmt.Errorf("%w: record %d (key %q, kind %d): %s", ErrBadRecord, i, recs[i].Key, recs[i].Kind, why)
+		}
+	}
+	return nil
+}
+
 // Import validates recs and inserts them, replacing any state their keys
 // hold. Every shard first advances to nowNanos (the clock Export returned),
 // so time never runs backwards across a restart; records whose state is
@@ -229,10 +240,8 @@ func (s *shard) record(key []byte, k Kind, v int64) Record {
 // been inserted. Import does not keep recs, and no shard reads them after
 // Import returns.
 func (e *Engine) Import(ctx context.Context, nowNanos int64, recs []Record) error {
-	for i := range recs {
-		if why := checkRecord(&recs[i]); why != "" {
-			return fmt.Errorf("%w: record %d (key %q, kind %d): %s", ErrBadRecord, i, recs[i].Key, recs[i].Kind, why)
-		}
+	if err := ValidateRecords(recs); err != nil {
+		return err
 	}
 	n := len(e.shards)
 	byShard := make([][]int32, n)

@@ -20,7 +20,7 @@ var allowed = map[string][]string{
 	"acl":        {"resp"},
 	"memlimit":   {"engine"},
 	"standalone": {"engine", "policy"},
-	"cluster":    {"engine", "persist", "policy", "status"},
+	"cluster":    {"engine", "persist", "policy", "slots", "status"},
 	"groups":     {"cluster", "engine", "policy", "slots", "status"},
 	"slots":      {},
 	"metrics":    {"engine", "internal/offheap", "memlimit", "policy", "status"},
