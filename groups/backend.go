@@ -3,16 +3,31 @@ package groups
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/rlserver/rlserver/cluster"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/policy"
+	"github.com/rlserver/rlserver/slots"
 )
 
 // notServed: the key's slot has no group open on this node (not assigned,
 // or this node has not opened its group yet). Nothing was applied.
 type notServed struct{}
+
+// moved is a request's result when its slot moved to a group this node
+// does not lead (with --cluster-redirect moved): Redis's MOVED.
+type moved struct {
+	slot int
+	addr string
+}
+
+func (m moved) Error() string    { return "slot " + strconv.Itoa(m.slot) + " moved to " + m.addr }
+func (m moved) WireText() string { return "MOVED " + strconv.Itoa(m.slot) + " " + m.addr }
+
+func movedError(key []byte, addr string) error { return moved{slots.Of(key), addr} }
 
 func (notServed) Error() string    { return "hash slot not served" }
 func (notServed) WireText() string { return "CLUSTERDOWN Hash slot not served" }
@@ -20,19 +35,35 @@ func (notServed) WireText() string { return "CLUSTERDOWN Hash slot not served" }
 var errNotServed error = notServed{}
 
 // Do applies a pipeline's requests, each in the group that owns its key's
-// slot: one call per group, the groups in parallel. A group's failure is
-// reported in its own requests' results only.
+// slot (doSplit).
 func (h *Host) Do(ctx context.Context, reqs []engine.Request, res []engine.Result) error {
 	return h.DoPolicies(ctx, reqs, nil, res)
 }
 
 // DoPolicies is Do for a batch in which names[i], when not nil, names the
-// policy request i is made from (server.Policies).
+// policy request i is made from (server.Policies). Requests a group
+// refused because a move took their slot are sent again where the slot
+// went (rerouteRefused).
 func (h *Host) DoPolicies(ctx context.Context, reqs []engine.Request, names [][]byte, res []engine.Result) error {
 	if len(reqs) == 0 {
 		return nil
 	}
-	gs := h.set.Load()
+	if err := h.doSplit(ctx, h.set.Load(), reqs, names, res); err != nil {
+		return err
+	}
+	for i := range res {
+		if errors.Is(res[i].Err, cluster.ErrNotOwned) {
+			h.rerouteRefused(ctx, reqs, names, res)
+			break
+		}
+	}
+	return nil
+}
+
+// doSplit applies a batch, each request in the group gs says owns its
+// key's slot: one call per group, the groups in parallel. A group's
+// failure is reported in its own requests' results only.
+func (h *Host) doSplit(ctx context.Context, gs *groupSet, reqs []engine.Request, names [][]byte, res []engine.Result) error {
 	first := gs.member(reqs[0].Key)
 	same := true
 	for i := 1; i < len(reqs) && same; i++ {

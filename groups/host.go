@@ -85,6 +85,8 @@ type Host struct {
 
 	sweepMu sync.Mutex
 	sweep   func(*member) // starts a member's sweep once Sweep runs
+
+	rebalancing atomic.Bool // a rebalance started here runs (mover.go)
 }
 
 // member is this process's replica of one data group.
@@ -99,7 +101,7 @@ type member struct {
 type groupSet struct {
 	dir     *cluster.Directory
 	byID    map[uint32]*member
-	ordered []*member           // by group id
+	ordered []*member            // by group id
 	bySlot  [slots.Count]*member // nil: slot not assigned, or its group not open here
 }
 
@@ -153,10 +155,11 @@ func Open(cfg Config) (*Host, error) {
 		return nil, err
 	}
 	h.refresh()
-	h.wg.Add(3)
+	h.wg.Add(4)
 	go h.watchDirectory()
 	go h.keepRegistered()
 	go h.balance()
+	go h.drive() // mover.go
 	if !h.meta.HasState() || h.meta.Directory().Epoch == 0 {
 		if nc.Bootstrap || len(nc.Peers) > 0 {
 			h.wg.Add(1)

@@ -91,8 +91,21 @@ func (h *Host) Topology() status.Topology {
 		}
 		t.Groups = append(t.Groups, sg)
 	}
+	for _, m := range d.Moves {
+		sm := status.Move{ID: m.ID, Start: m.Start, End: m.End, Source: m.Source, Target: m.Target,
+			State: moveStates[m.State], Began: m.Began, Ended: m.Ended}
+		if dst := gs.byID[m.Target]; dst != nil {
+			if p, ok := dst.node.Move(m.ID); ok {
+				sm.Keys = p.Keys
+			}
+		}
+		t.Moves = append(t.Moves, sm)
+	}
+	t.Rebalancing = h.rebalancing.Load()
 	return t
 }
+
+var moveStates = map[byte]string{cluster.MoveBegun: "begun", cluster.MoveCommitted: "committed", cluster.MoveReleased: "released"}
 
 var errBadSlot = errors.New("invalid slot")
 

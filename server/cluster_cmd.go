@@ -38,6 +38,9 @@ func init() {
 			clusterSub("digest", 2, "Returns [applied_index, state_digest] of this replica.", cmdClusterDigest),
 			clusterSub("groups", 2, "Lists the Raft groups of a sharded cluster: id leader role slots keys applied lag, one per line.", cmdClusterGroups),
 			dangerous(clusterSub("addgroup", 2, "Adds a Raft group with no slots to a sharded cluster; returns its id.", cmdClusterAddGroup)),
+			dangerous(clusterSub("move", 5, "Moves slots to a group online: RL.CLUSTER MOVE first-slot last-slot group; returns the move's id.", cmdClusterMove)),
+			dangerous(clusterSub("rebalance", 2, "Moves slots, one range at a time, until every group owns as many as the others (within one); runs in the background.", cmdClusterRebalance)),
+			clusterSub("moves", 2, "Lists the slot moves: the one in progress and the last finished ones.", cmdClusterMoves),
 		),
 		&command{name: "role", arity: 1, flags: []string{"noscript", "loading", "stale", "fast"}, acl: []string{"@admin", "@fast", "@dangerous"},
 			summary: "Returns the replication role.", group: "server", since: "2.8.12", handler: cmdRole},
@@ -191,6 +194,73 @@ func cmdClusterAddGroup(s *Server, c *client, _ Cluster, _ [][]byte) outcome {
 		return cmdOK
 	}
 	c.rep.conn.WriteInt64(int64(g))
+	return cmdOK
+}
+
+// SlotMover is what RL.CLUSTER MOVE and REBALANCE need from a sharded
+// backend.
+type SlotMover interface {
+	MoveSlots(ctx context.Context, start, end int, target uint32) (uint64, error)
+	// StartRebalance starts moving slots in the background until the
+	// groups are balanced; false when a rebalance already runs here.
+	StartRebalance() bool
+}
+
+func cmdClusterMove(s *Server, c *client, _ Cluster, args [][]byte) outcome {
+	mv, ok := s.backend.(SlotMover)
+	if !ok {
+		c.rep.error(ErrTextNotSharded)
+		return cmdOK
+	}
+	start, err1 := strconv.Atoi(string(args[2]))
+	end, err2 := strconv.Atoi(string(args[3]))
+	if err1 != nil || err2 != nil || start < 0 || end < start || end >= 16384 {
+		c.rep.error("ERR Invalid or out of range slot")
+		return cmdOK
+	}
+	g, err := strconv.ParseUint(string(args[4]), 10, 32)
+	if err != nil || g == 0 {
+		c.rep.error("ERR invalid group id")
+		return cmdOK
+	}
+	id, err := mv.MoveSlots(context.Background(), start, end, uint32(g))
+	if err != nil {
+		c.rep.error(engineErrorText(err))
+		return cmdOK
+	}
+	c.rep.conn.WriteInt64(int64(id))
+	return cmdOK
+}
+
+func cmdClusterRebalance(s *Server, c *client, _ Cluster, _ [][]byte) outcome {
+	mv, ok := s.backend.(SlotMover)
+	if !ok {
+		c.rep.error(ErrTextNotSharded)
+		return cmdOK
+	}
+	if !mv.StartRebalance() {
+		c.rep.error("ERR a rebalance is already running on this node")
+		return cmdOK
+	}
+	c.rep.conn.WriteString("OK")
+	return cmdOK
+}
+
+func cmdClusterMoves(s *Server, c *client, _ Cluster, _ [][]byte) outcome {
+	r := s.router
+	if r == nil {
+		c.rep.error(ErrTextNotSharded)
+		return cmdOK
+	}
+	var b strings.Builder
+	for _, m := range r.Topology().Moves {
+		took := "-"
+		if m.Ended > 0 {
+			took = strconv.FormatInt((m.Ended-m.Began)/1e6, 10) + "ms"
+		}
+		fmt.Fprintf(&b, "%d slots=%d-%d from=%d to=%d state=%s keys=%d took=%s\n", m.ID, m.Start, m.End, m.Source, m.Target, m.State, m.Keys, took)
+	}
+	c.rep.verbatim(b.String())
 	return cmdOK
 }
 

@@ -9,6 +9,19 @@ type Topology struct {
 	Ranges  []SlotRange // sorted by Start, disjoint; slots in none are not assigned
 	Groups  []Group     // every data group, by ID
 	Forward bool        // --cluster-redirect forward: this node serves every slot, forwarding to the owner
+	Moves   []Move      // the slot move in progress, then the last finished ones
+	// Rebalancing: a rebalance started on this node is running.
+	Rebalancing bool
+}
+
+// Move is one slot move.
+type Move struct {
+	ID             uint64
+	Start, End     int
+	Source, Target uint32
+	State          string // "begun", "committed" (the target owns the range), "released" (over)
+	Keys           int    // records imported by the target so far (this node's replica)
+	Began, Ended   int64  // unix ns; Ended 0 while in progress
 }
 
 // TopologyNode is one process of the cluster.

@@ -1,0 +1,415 @@
+package groups
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/rlserver/rlserver/cluster"
+	"github.com/rlserver/rlserver/engine"
+)
+
+// Moving slots between groups. The directory (the meta group) holds at
+// most one move in progress; whichever node leads the meta group drives
+// it, step by step through the source's and the target's logs
+// (cluster/slotmove.go), and a new meta leader takes over where the log
+// says the move is: every step is idempotent. The argument that a move
+// neither loses nor doubles a decision is in docs/cluster-mode.md.
+
+// chunkBytes bounds one import chunk's encoded records.
+const chunkBytes = 512 << 10
+
+// MoveSlots records a move of slots [start, end] to group target and
+// returns its id; the meta group's leader carries it out. It returns once
+// the move is recorded; MoveStatus and RL.CLUSTER MOVES follow it.
+func (h *Host) MoveSlots(ctx context.Context, start, end int, target uint32) (uint64, error) {
+	return h.meta.BeginMove(ctx, start, end, target)
+}
+
+// WaitMove waits until move id is over (released) or ctx ends.
+func (h *Host) WaitMove(ctx context.Context, id uint64) error {
+	for {
+		ch := h.meta.DirectoryChanged()
+		for _, m := range h.meta.Directory().Moves {
+			if m.ID == id && m.State == cluster.MoveReleased {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-h.closing:
+			return cluster.ErrShutdown
+		case <-ch:
+		}
+	}
+}
+
+// drive runs on every node and drives the move in progress while this
+// node leads the meta group.
+func (h *Host) drive() {
+	defer h.wg.Done()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ch := h.meta.DirectoryChanged()
+		if mv := h.meta.Directory().Current(); mv != nil && h.meta.IsLeader() {
+			if err := h.driveMove(*mv); err != nil && !errors.Is(err, errNotMetaLeader) {
+				h.log.Warn("slot move step failed; retrying", "move", mv.ID, "err", err)
+			}
+		}
+		select {
+		case <-h.closing:
+			return
+		case <-ch:
+		case <-tick.C:
+		}
+	}
+}
+
+var errNotMetaLeader = errors.New("no longer the meta group's leader")
+
+// step retries f until it succeeds, this node stops leading the meta
+// group, or the host closes. Refusals by a group's state are returned.
+func (h *Host) step(what string, f func(ctx context.Context) error) error {
+	for {
+		if !h.meta.IsLeader() {
+			return errNotMetaLeader
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), h.commitTimeout())
+		err := f(ctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		var inv *cluster.ErrMoveInvalid
+		if errors.Is(err, cluster.ErrMoveRefused) || errors.As(err, &inv) {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		select {
+		case <-h.closing:
+			return cluster.ErrShutdown
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// driveMove carries move mv from where the directory says it is to its
+// end.
+func (h *Host) driveMove(mv cluster.Move) error {
+	start := time.Now()
+	var src, dst *member
+	if err := h.step("find the groups", func(context.Context) error {
+		gs := h.set.Load()
+		src, dst = gs.byID[mv.Source], gs.byID[mv.Target]
+		if src == nil || dst == nil {
+			return fmt.Errorf("group %d or %d is not open here yet", mv.Source, mv.Target)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if mv.State == cluster.MoveBegun {
+		if err := h.step("import", func(ctx context.Context) error {
+			return dst.node.ImportSlots(ctx, mv.ID, mv.Start, mv.End)
+		}); err != nil {
+			return err
+		}
+		if plantedCommitFirst() {
+			// Planted bug: the target commits (and the directory
+			// switches) before the source froze and its state was copied.
+			if err := h.step("commit", func(ctx context.Context) error { return dst.node.CommitImport(ctx, mv.ID, 0) }); err != nil {
+				return err
+			}
+			if err := h.step("record the commit", func(ctx context.Context) error { return h.meta.MoveCommitted(ctx, mv.ID) }); err != nil {
+				return err
+			}
+		}
+		var clock int64
+		if err := h.step("freeze", func(ctx context.Context) error {
+			var err error
+			clock, err = h.freeze(ctx, src.node, mv)
+			return err
+		}); err != nil {
+			return err
+		}
+		// Export from this node's replica of the source once it has
+		// applied the freeze: the range's records no longer change.
+		if err := h.step("wait for the freeze here", func(context.Context) error {
+			if _, ok := src.node.Move(mv.ID); !ok && !plantedNoFreeze() {
+				time.Sleep(5 * time.Millisecond)
+				return errors.New("freeze not applied here yet")
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		keys := 0
+		if err := h.step("copy", func(ctx context.Context) error {
+			n, err := h.copyRange(ctx, src.node, dst.node, mv, clock)
+			keys = n
+			return err
+		}); err != nil {
+			return err
+		}
+		if err := h.step("commit", func(ctx context.Context) error { return dst.node.CommitImport(ctx, mv.ID, clock) }); err != nil {
+			return err
+		}
+		if err := h.step("record the commit", func(ctx context.Context) error { return h.meta.MoveCommitted(ctx, mv.ID) }); err != nil {
+			return err
+		}
+		h.log.Info("slot move committed", "move", mv.ID, "slots", fmt.Sprintf("%d-%d", mv.Start, mv.End),
+			"from", mv.Source, "to", mv.Target, "keys", keys, "took", time.Since(start))
+	}
+	if err := h.step("release", func(ctx context.Context) error {
+		_, err := src.node.ReleaseSlots(ctx, mv.ID)
+		if plantedNoFreeze() && errors.Is(err, cluster.ErrMoveRefused) {
+			return nil // never frozen: nothing to release
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	return h.step("record the release", func(ctx context.Context) error { return h.meta.MoveReleased(ctx, mv.ID) })
+}
+
+func (h *Host) freeze(ctx context.Context, src *cluster.Node, mv cluster.Move) (int64, error) {
+	if plantedNoFreeze() {
+		// Planted bug: the source keeps answering for the range.
+		return time.Now().UnixNano(), nil
+	}
+	return src.FreezeSlots(ctx, mv.ID, mv.Start, mv.End)
+}
+
+// copyRange sends the source replica's records of the range to the target
+// in chunks, after the greatest key the target has (on this node's
+// replica, which may lag: the target skips keys it has), and returns the
+// records sent.
+func (h *Host) copyRange(ctx context.Context, src, dst *cluster.Node, mv cluster.Move, clock int64) (int, error) {
+	if plantedNoCopy() {
+		return 0, nil // planted bug: the target commits without the state
+	}
+	after := ""
+	if p, ok := dst.Move(mv.ID); ok {
+		after = p.LastKey
+	}
+	recs, err := src.ExportSlots(ctx, mv.Start, mv.End, clock, after)
+	if err != nil {
+		return 0, err
+	}
+	sent := 0
+	for len(recs) > 0 {
+		n, size := 0, 0
+		for n < len(recs) && size < chunkBytes {
+			size += len(recs[n].Key) + 8*len(recs[n].Fields) + 8
+			n++
+		}
+		chunk := recs[:n]
+		if err := dst.ImportChunk(ctx, mv.ID, clock, chunk); err != nil {
+			return sent, err
+		}
+		sent += n
+		recs = recs[n:]
+	}
+	return sent, nil
+}
+
+// StartRebalance runs Rebalance in the background (RL.CLUSTER
+// REBALANCE); false when one already runs on this node.
+func (h *Host) StartRebalance() bool {
+	if !h.rebalancing.CompareAndSwap(false, true) {
+		return false
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		defer h.rebalancing.Store(false)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-h.closing:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		n, err := h.Rebalance(ctx)
+		if err != nil {
+			h.log.Warn("rebalance stopped", "moves", n, "err", err)
+			return
+		}
+		h.log.Info("rebalance done", "moves", n)
+	}()
+	return true
+}
+
+// Rebalance moves slots until every group owns within one slot of the
+// same number, one move at a time, each from the group owning the most
+// to the group owning the fewest (the highest slots of the richest group's
+// last range). It returns the moves made, and stops at ctx's end.
+func (h *Host) Rebalance(ctx context.Context) (int, error) {
+	made := 0
+	for {
+		d := h.meta.Directory()
+		if d.Epoch == 0 {
+			return made, cluster.ErrNotInitialised
+		}
+		if cur := d.Current(); cur != nil {
+			if err := h.WaitMove(ctx, cur.ID); err != nil {
+				return made, err
+			}
+			continue
+		}
+		start, end, target, ok := rebalanceStep(d)
+		if !ok {
+			return made, nil
+		}
+		id, err := h.MoveSlots(ctx, start, end, target)
+		if err != nil {
+			var inv *cluster.ErrMoveInvalid
+			if errors.As(err, &inv) {
+				continue // another move began meanwhile: wait for it
+			}
+			return made, err
+		}
+		made++
+		if err := h.WaitMove(ctx, id); err != nil {
+			return made, err
+		}
+	}
+}
+
+// rebalanceStep picks the next move of a rebalance: the slots the group
+// owning the most has beyond its fair share (or what the poorest lacks,
+// if less), taken from the end of its last range, to the group owning the
+// fewest. ok is false when the groups are within one slot of each other.
+func rebalanceStep(d *cluster.Directory) (start, end int, target uint32, ok bool) {
+	if len(d.Groups) < 2 {
+		return 0, 0, 0, false
+	}
+	count := map[uint32]int{}
+	for _, g := range d.Groups {
+		count[g.ID] = 0
+	}
+	for _, g := range d.Slots {
+		if g != 0 {
+			count[g]++
+		}
+	}
+	ids := make([]uint32, 0, len(count))
+	for id := range count {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	rich, poor := ids[0], ids[0]
+	for _, id := range ids {
+		if count[id] > count[rich] {
+			rich = id
+		}
+		if count[id] < count[poor] {
+			poor = id
+		}
+	}
+	if count[rich]-count[poor] <= 1 {
+		return 0, 0, 0, false
+	}
+	total := 0
+	for _, n := range count {
+		total += n
+	}
+	fair := total / len(ids)
+	n := min(count[rich]-fair, fair-count[poor])
+	if n <= 0 {
+		n = (count[rich] - count[poor]) / 2
+	}
+	// The last run of the richest group: move at most n slots off its end.
+	runs := cluster.SlotRuns(d.Slots)
+	for i := len(runs) - 1; i >= 0; i-- {
+		if runs[i].Group == rich {
+			end = runs[i].End
+			start = max(runs[i].Start, end-n+1)
+			return start, end, poor, true
+		}
+	}
+	return 0, 0, 0, false
+}
+
+// rerouteRefused handles the requests a group refused for their slot (a
+// move froze or released it; never applied): they wait for the directory
+// to change, at most the commit timeout, then go to the slot's new group,
+// or get MOVED to its leader; past the wait they get TRYAGAIN.
+func (h *Host) rerouteRefused(ctx context.Context, reqs []engine.Request, names [][]byte, res []engine.Result) {
+	deadline := time.Now().Add(h.commitTimeout())
+	for {
+		var idx []int
+		for i := range res {
+			if errors.Is(res[i].Err, cluster.ErrNotOwned) {
+				idx = append(idx, i)
+			}
+		}
+		if len(idx) == 0 {
+			return
+		}
+		// Wait for the directory to change, at most until the deadline;
+		// the refused requests were not applied anywhere.
+		before := h.set.Load()
+		for h.set.Load() == before {
+			wait := time.Until(deadline)
+			if wait <= 0 {
+				for _, i := range idx {
+					res[i] = engine.Result{Err: cluster.ErrNotAppended}
+				}
+				return
+			}
+			select {
+			case <-ctx.Done():
+				for _, i := range idx {
+					res[i] = engine.Result{Err: cluster.ErrNotAppended}
+				}
+				return
+			case <-h.closing:
+				return
+			case <-time.After(min(wait, 20*time.Millisecond)):
+			}
+		}
+		gs := h.set.Load()
+		sub := make([]engine.Request, 0, len(idx))
+		var subNames [][]byte
+		var keep []int
+		for _, i := range idx {
+			m := gs.member(reqs[i].Key)
+			if m == nil {
+				res[i] = engine.Result{Err: errNotServed}
+				continue
+			}
+			if h.cfg.Redirect == Moved && !m.node.IsLeader() {
+				if addr := gs.dir.Nodes[m.node.LeaderID()]; addr != "" {
+					res[i] = engine.Result{Err: movedError(reqs[i].Key, addr)}
+					continue
+				}
+			}
+			sub = append(sub, reqs[i])
+			if i < len(names) {
+				for len(subNames) < len(sub)-1 {
+					subNames = append(subNames, nil)
+				}
+				subNames = append(subNames, names[i])
+			}
+			keep = append(keep, i)
+		}
+		if len(sub) == 0 {
+			return
+		}
+		subRes := make([]engine.Result, len(sub))
+		if err := h.doSplit(ctx, gs, sub, subNames, subRes); err != nil {
+			for k := range subRes {
+				subRes[k] = engine.Result{Err: err}
+			}
+		}
+		for k, i := range keep {
+			res[i] = subRes[k]
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package groups
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/slots"
+)
+
+func allowReqs(prefix string, n int) []engine.Request {
+	var reqs []engine.Request
+	for i := range n {
+		reqs = append(reqs, engine.Request{Op: engine.OpGCRA, Key: []byte(fmt.Sprintf("%s%d", prefix, i)), Limit: 10, Interval: int64(time.Hour), Cost: 1})
+	}
+	return reqs
+}
+
+// TestMoveSlots: a range moves from one group to another and back while
+// its keys keep their counts; the source drops them; every replica
+// agrees; the directory points the range at the target.
+func TestMoveSlots(t *testing.T) {
+	hosts := startHosts(t, 3, 2)
+	waitFor(t, 20*time.Second, "every group to have a leader", func() bool { return served(hosts, 2) })
+	ctx := context.Background()
+	reqs := allowReqs("m", 300)
+	do := func(h *Host, want int64) {
+		t.Helper()
+		res := make([]engine.Result, len(reqs))
+		if err := h.Do(ctx, reqs, res); err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if r.Err != nil || !r.Allowed || r.Remaining != want {
+				t.Fatalf("key %s: %+v, want allowed with %d left", reqs[i].Key, r, want)
+			}
+		}
+	}
+	do(hosts[0].h, 9)
+	inRange := 0
+	for _, r := range reqs {
+		if slots.Of(r.Key) <= 3000 {
+			inRange++
+		}
+	}
+	for round, target := range []uint32{2, 1, 2} {
+		id, err := hosts[round].h.MoveSlots(ctx, 0, 3000, target)
+		if err != nil {
+			t.Fatalf("move %d: %v", round, err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		err = hosts[2].h.WaitMove(wctx, id)
+		cancel()
+		if err != nil {
+			t.Fatalf("move %d did not end: %v", id, err)
+		}
+		d := hosts[1].h.meta.Directory()
+		for s := 0; s <= 3000; s++ {
+			if d.Slots[s] != target {
+				t.Fatalf("after move %d slot %d is group %d's, want %d", id, s, d.Slots[s], target)
+			}
+		}
+		do(hosts[round%3].h, int64(8-round))
+		// The target holds the range's keys, the source none of them.
+		waitFor(t, 10*time.Second, "replicas to agree", func() bool {
+			for _, th := range hosts {
+				if n, _ := th.h.CountKeysInSlot(ctx, slots.Of(reqs[0].Key)); n < 0 {
+					return false
+				}
+			}
+			return digestsEqual(hosts)
+		})
+		src := map[uint32]uint32{1: 2, 2: 1}[target]
+		srcNode := hosts[0].h.set.Load().byID[src].node
+		left := 0
+		srcNode.ForEachKey(ctx, func(k string) error {
+			if slots.OfString(k) <= 3000 {
+				left++
+			}
+			return nil
+		})
+		if left != 0 {
+			t.Fatalf("after move %d the source still holds %d keys of the range", id, left)
+		}
+		if p, ok := hosts[0].h.set.Load().byID[target].node.Move(id); !ok || !p.Done || p.Keys != inRange {
+			t.Fatalf("move %d at the target: %+v, want done with %d keys", id, p, inRange)
+		}
+	}
+	// One move at a time; a range the target owns already is refused.
+	if _, err := hosts[0].h.MoveSlots(ctx, 0, 10, 2); err == nil {
+		t.Fatal("moving slots to the group that owns them was accepted")
+	}
+}
+
+func digestsEqual(hosts []*thost) bool {
+	var first string
+	for i, th := range hosts {
+		_, d, err := th.h.Digest(context.Background())
+		if err != nil {
+			return false
+		}
+		if i == 0 {
+			first = d
+		} else if d != first {
+			return false
+		}
+	}
+	return true
+}
+
+// TestRebalanceAfterAddGroup: a third group is added and the slots are
+// rebalanced onto it: each group ends with a third of the slots and every
+// key keeps its count.
+func TestRebalanceAfterAddGroup(t *testing.T) {
+	hosts := startHosts(t, 3, 2)
+	waitFor(t, 20*time.Second, "every group to have a leader", func() bool { return served(hosts, 2) })
+	ctx := context.Background()
+	reqs := allowReqs("r", 300)
+	res := make([]engine.Result, len(reqs))
+	if err := hosts[0].h.Do(ctx, reqs, res); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hosts[1].h.AddGroup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	n, err := hosts[2].h.Rebalance(rctx)
+	if err != nil {
+		t.Fatalf("rebalance after %d moves: %v", n, err)
+	}
+	count := map[uint32]int{}
+	for _, g := range hosts[0].h.meta.Directory().Slots {
+		count[g]++
+	}
+	for g := uint32(1); g <= 3; g++ {
+		if c := count[g]; c < slots.Count/3 || c > slots.Count/3+1 {
+			t.Fatalf("after %d moves group %d owns %d slots: %v", n, g, c, count)
+		}
+	}
+	if err := hosts[1].h.Do(ctx, reqs, res); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Err != nil || r.Remaining != 8 {
+			t.Fatalf("key %s after the rebalance: %+v, want 8 left", reqs[i].Key, r)
+		}
+	}
+}
