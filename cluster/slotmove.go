@@ -19,11 +19,12 @@ import (
 //
 //	T: import(m)  the range is IMPORTING here: refused, records may arrive
 //	S: freeze(m)  from this index S refuses the range (NOT_OWNED, never
-//	              applied) and its records stop changing; the entry's time
-//	              is the export clock
-//	T: chunk(m)   records exported from a replica of S past the freeze
+//	              applied) and its records stop changing
+//	T: chunk(m)   records exported from a replica of S past the freeze, at
+//	              that replica's clock (the export clock), which T takes
+//	              when it is ahead
 //	T: commit(m)  T owns the range from this index; its clock is at least
-//	              S's export clock
+//	              the export clock
 //	S: release(m) S drops the range's records and keeps refusing it
 //
 // A group refuses a request on a slot in FROZEN, IMPORTING or GONE state;
@@ -442,13 +443,17 @@ func (n *Node) Move(id uint64) (MoveProgress, bool) {
 	return *m, true
 }
 
-// ExportSlots returns this replica's records of slots [start, end] that
-// are live at clock and whose key sorts after after, in key order. Call it
-// on a replica that has applied the range's freeze: the records no longer
-// change (but for keys that expire).
-func (n *Node) ExportSlots(ctx context.Context, start, end int, clock int64, after string) ([]engine.Record, error) {
+// ExportSlots returns this replica's records of slots [start, end] whose
+// key sorts after after, in key order, live at the replica's clock, which
+// it returns: the export clock, which the target takes with the records.
+// Call it on a replica that has applied the range's freeze: no request
+// changes the records any more, and a record the sweep drops meanwhile is
+// empty at the export clock, so every export of the range holds the same
+// state as of its clock.
+func (n *Node) ExportSlots(ctx context.Context, start, end int, after string) ([]engine.Record, int64, error) {
+	clock := n.fsm.now.Load()
 	var recs []engine.Record
-	_, err := n.fsm.eng.Export(ctx, max(clock, 0), func(r engine.Record) error {
+	_, err := n.fsm.eng.Export(ctx, clock, func(r engine.Record) error {
 		if s := slots.OfString(r.Key); s >= start && s <= end && r.Key > after {
 			recs = append(recs, r)
 		}
@@ -463,7 +468,7 @@ func (n *Node) ExportSlots(ctx context.Context, start, end int, clock int64, aft
 		}
 		return 0
 	})
-	return recs, err
+	return recs, clock, err
 }
 
 func (n *Node) proposeSlots(ctx context.Context, op []byte) (int64, error) {

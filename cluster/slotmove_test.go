@@ -117,7 +117,10 @@ func runMove(t *testing.T, twice bool) (src, dst *fsmLog, digests []string) {
 		t.Fatalf("target before commit: %+v", br.res)
 	}
 	record()
-	recs, err := (&Node{fsm: src.f}).ExportSlots(context.Background(), 0, 4000, t0+5e9, "")
+	recs, clock, err := (&Node{fsm: src.f}).ExportSlots(context.Background(), 0, 4000, "")
+	if clock != t0+6e9 {
+		t.Fatalf("export clock %d, want the source's clock %d", clock, t0+6e9)
+	}
 	if err != nil || len(recs) != len(in) {
 		t.Fatalf("export: %d records, %v; want %d", len(recs), err, len(in))
 	}
@@ -182,7 +185,7 @@ func TestSlotMoveSnapshotMidMove(t *testing.T) {
 	src.apply(batchEntry(t0, allowAll(t, in, 2)...), false)
 	dst.apply(slotsEntry(t0, rangeOp(slotsImport, 3, 100, 9000)), false)
 	src.apply(slotsEntry(t0+1e9, rangeOp(slotsFreeze, 3, 100, 9000)), false)
-	recs, err := (&Node{fsm: src.f}).ExportSlots(context.Background(), 100, 9000, t0+1e9, "")
+	recs, _, err := (&Node{fsm: src.f}).ExportSlots(context.Background(), 100, 9000, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,10 +127,8 @@ func (h *Host) driveMove(mv cluster.Move) error {
 				return err
 			}
 		}
-		var clock int64
 		if err := h.step("freeze", func(ctx context.Context) error {
-			var err error
-			clock, err = h.freeze(ctx, src.node, mv)
+			_, err := h.freeze(ctx, src.node, mv)
 			return err
 		}); err != nil {
 			return err
@@ -146,13 +144,17 @@ func (h *Host) driveMove(mv cluster.Move) error {
 		}); err != nil {
 			return err
 		}
-		keys := 0
-		if err := h.step("copy", func(ctx context.Context) error {
-			n, err := h.copyRange(ctx, src.node, dst.node, mv, clock)
-			keys = n
-			return err
-		}); err != nil {
-			return err
+		// A target that committed already (a driver before this one got
+		// that far) takes no more chunks: go on to record the commit.
+		keys, clock := 0, int64(0)
+		if p, ok := dst.node.Move(mv.ID); !ok || !p.Done {
+			if err := h.step("copy", func(ctx context.Context) error {
+				n, c, err := h.copyRange(ctx, src.node, dst.node, mv)
+				keys, clock = n, c
+				return err
+			}); err != nil {
+				return err
+			}
 		}
 		if err := h.step("commit", func(ctx context.Context) error { return dst.node.CommitImport(ctx, mv.ID, clock) }); err != nil {
 			return err
@@ -186,18 +188,18 @@ func (h *Host) freeze(ctx context.Context, src *cluster.Node, mv cluster.Move) (
 // copyRange sends the source replica's records of the range to the target
 // in chunks, after the greatest key the target has (on this node's
 // replica, which may lag: the target skips keys it has), and returns the
-// records sent.
-func (h *Host) copyRange(ctx context.Context, src, dst *cluster.Node, mv cluster.Move, clock int64) (int, error) {
-	if plantedNoCopy() {
-		return 0, nil // planted bug: the target commits without the state
-	}
+// records sent and the export clock.
+func (h *Host) copyRange(ctx context.Context, src, dst *cluster.Node, mv cluster.Move) (int, int64, error) {
 	after := ""
 	if p, ok := dst.Move(mv.ID); ok {
 		after = p.LastKey
 	}
-	recs, err := src.ExportSlots(ctx, mv.Start, mv.End, clock, after)
+	recs, clock, err := src.ExportSlots(ctx, mv.Start, mv.End, after)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
+	}
+	if plantedNoCopy() {
+		return 0, clock, nil // planted bug: the target commits without the state
 	}
 	sent := 0
 	for len(recs) > 0 {
@@ -206,14 +208,19 @@ func (h *Host) copyRange(ctx context.Context, src, dst *cluster.Node, mv cluster
 			size += len(recs[n].Key) + 8*len(recs[n].Fields) + 8
 			n++
 		}
-		chunk := recs[:n]
-		if err := dst.ImportChunk(ctx, mv.ID, clock, chunk); err != nil {
-			return sent, err
+		if err := dst.ImportChunk(ctx, mv.ID, clock, recs[:n]); err != nil {
+			return sent, clock, err
 		}
 		sent += n
 		recs = recs[n:]
 	}
-	return sent, nil
+	if sent == 0 {
+		// An empty range still carries the source's clock to the target.
+		if err := dst.ImportChunk(ctx, mv.ID, clock, nil); err != nil {
+			return 0, clock, err
+		}
+	}
+	return sent, clock, nil
 }
 
 // StartRebalance runs Rebalance in the background (RL.CLUSTER
