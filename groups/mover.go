@@ -53,11 +53,17 @@ func (h *Host) drive() {
 	defer h.wg.Done()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
+	lastErr := ""
 	for {
 		ch := h.meta.DirectoryChanged()
 		if mv := h.meta.Directory().Current(); mv != nil && h.meta.IsLeader() {
-			if err := h.driveMove(*mv); err != nil && !errors.Is(err, errNotMetaLeader) {
+			err := h.driveMove(*mv)
+			if err != nil && !errors.Is(err, errNotMetaLeader) && err.Error() != lastErr {
 				h.log.Warn("slot move step failed; retrying", "move", mv.ID, "err", err)
+			}
+			lastErr = ""
+			if err != nil {
+				lastErr = err.Error()
 			}
 		}
 		select {
@@ -226,6 +232,11 @@ func (h *Host) copyRange(ctx context.Context, src, dst *cluster.Node, mv cluster
 // StartRebalance runs Rebalance in the background (RL.CLUSTER
 // REBALANCE); false when one already runs on this node.
 func (h *Host) StartRebalance() bool {
+	select {
+	case <-h.closing:
+		return false
+	default:
+	}
 	if !h.rebalancing.CompareAndSwap(false, true) {
 		return false
 	}
