@@ -198,13 +198,54 @@ var (
 	dGroupLag     = desc("group_lag_entries", "Log entries of the data group stored on this node but not yet applied here (last log index minus applied index).", "group")
 	dSlotsAssign  = desc("cluster_slots_assigned", "Hash slots (of 16384) the slot directory assigns to a data group.")
 	dEpoch        = desc("cluster_epoch", "The slot directory's epoch, raised by every change of groups, slots or node addresses.")
+
+	dMoveRunning = desc("cluster_move_in_progress", "1 while a slot move is in progress (begun or committed, not yet released); at most one runs at a time.")
+	dMoveKeys    = desc("cluster_move_keys", "Records the target group imported so far for the slot move in progress, as this node's replica of the target counts them (0 on a node that does not host the target, and with no move in progress).")
+	dMoveSlots   = desc("cluster_move_slots", "Hash slots in the slot move in progress (0 with none).")
+	dMovesDone   = desc("cluster_moves_finished", "Finished (released) slot moves the slot directory lists: it keeps the last 16, so this is not a running total.")
+	dMoveLastDur = desc("cluster_last_move_duration_seconds", "Duration of the last finished slot move, from its begin to its release in the directory's log (absent before the first).")
+	dRebalancing = desc("cluster_rebalancing", "1 while a rebalance started on this node (RL.CLUSTER REBALANCE) runs.")
 )
 
 func describeGroups(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dGroupLeader, dGroupSlots, dGroupKeys, dGroupApplied, dGroupCommit, dGroupLag,
-		dSlotsAssign, dEpoch} {
+		dSlotsAssign, dEpoch, dMoveRunning, dMoveKeys, dMoveSlots, dMovesDone, dMoveLastDur, dRebalancing} {
 		ch <- d
 	}
+}
+
+// collectMoves exports the slot directory's moves. The move in progress
+// and the last finished one are found by state and end time, not by their
+// place in t.Moves.
+func collectMoves(ch chan<- prometheus.Metric, t status.Topology) {
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	}
+	var cur, last *status.Move
+	finished := 0
+	for i, m := range t.Moves {
+		switch {
+		case m.State != "released":
+			cur = &t.Moves[i]
+		default:
+			finished++
+			if last == nil || m.Ended > last.Ended {
+				last = &t.Moves[i]
+			}
+		}
+	}
+	keys, slots := 0, 0
+	if cur != nil {
+		keys, slots = cur.Keys, cur.End-cur.Start+1
+	}
+	gauge(dMoveRunning, b2f(cur != nil))
+	gauge(dMoveKeys, float64(keys))
+	gauge(dMoveSlots, float64(slots))
+	gauge(dMovesDone, float64(finished))
+	if last != nil {
+		gauge(dMoveLastDur, float64(max(last.Ended-last.Began, 0))/1e9)
+	}
+	gauge(dRebalancing, b2f(t.Rebalancing))
 }
 
 // collectGroups exports every data group of the directory (at most
@@ -222,6 +263,7 @@ func collectGroups(ch chan<- prometheus.Metric, g Groups) {
 	}
 	gauge(dSlotsAssign, float64(assigned))
 	gauge(dEpoch, float64(t.Epoch))
+	collectMoves(ch, t)
 	for i, gr := range t.Groups {
 		if i == MaxGroups {
 			break

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -286,5 +287,60 @@ func TestCollectGroupsBounded(t *testing.T) {
 	}
 	if n != MaxGroups {
 		t.Errorf("%d group label values, want %d", n, MaxGroups)
+	}
+}
+
+// TestCollectMoves reads the slot moves of a sharded node's topology
+// through a fake: the move in progress (found by its state, wherever the
+// topology lists it), the finished ones listed, the last one's duration
+// (by end time), and a rebalance running here.
+func TestCollectMoves(t *testing.T) {
+	finished := []status.Move{
+		{ID: 4, Start: 100, End: 100, Source: 2, Target: 1, State: "released", Keys: 1, Began: 4e9, Ended: 4_250_000_000},
+		{ID: 3, Start: 0, End: 99, Source: 1, Target: 2, State: "released", Keys: 40, Began: 1e9, Ended: 3e9},
+	}
+	running := status.Move{ID: 5, Start: 200, End: 299, Source: 1, Target: 3, State: "committed", Keys: 52, Began: 6e9}
+	for _, c := range []struct {
+		name        string
+		moves       []status.Move
+		rebalancing bool
+		want        map[string]float64 // absent: -1
+	}{
+		{"none", nil, false, map[string]float64{
+			"in_progress": 0, "keys": 0, "slots": 0, "finished": 0, "last_duration": -1, "rebalancing": 0}},
+		{"finished only", finished, false, map[string]float64{
+			"in_progress": 0, "keys": 0, "slots": 0, "finished": 2, "last_duration": 0.25, "rebalancing": 0}},
+		{"in progress last", append(slices.Clone(finished), running), true, map[string]float64{
+			"in_progress": 1, "keys": 52, "slots": 100, "finished": 2, "last_duration": 0.25, "rebalancing": 1}},
+		{"in progress first", append([]status.Move{running}, finished...), false, map[string]float64{
+			"in_progress": 1, "keys": 52, "slots": 100, "finished": 2, "last_duration": 0.25, "rebalancing": 0}},
+		{"first move, one slot", []status.Move{{ID: 1, Start: 7, End: 7, Source: 2, Target: 1, State: "begun", Began: 1e9}}, true, map[string]float64{
+			"in_progress": 1, "keys": 0, "slots": 1, "finished": 0, "last_duration": -1, "rebalancing": 1}},
+	} {
+		topo := status.Topology{Moves: c.moves, Rebalancing: c.rebalancing}
+		got := gather(t, Sources{Server: &fakeServer{}, Memory: fakeMemory{}, Groups: fakeGroups{topo}, TopKeys: -1})
+		for short, key := range map[string]string{
+			"in_progress":   "rlserver_cluster_move_in_progress{}",
+			"keys":          "rlserver_cluster_move_keys{}",
+			"slots":         "rlserver_cluster_move_slots{}",
+			"finished":      "rlserver_cluster_moves_finished{}",
+			"last_duration": "rlserver_cluster_last_move_duration_seconds{}",
+			"rebalancing":   "rlserver_cluster_rebalancing{}",
+		} {
+			want := c.want[short]
+			if v, ok := got[key]; want < 0 && ok {
+				t.Errorf("%s: %s = %v, want absent", c.name, key, v)
+			} else if want >= 0 && (!ok || v != want) {
+				t.Errorf("%s: %s = %v (present %v), want %v", c.name, key, v, ok, want)
+			}
+		}
+	}
+
+	// A node that is not sharded exports no move series.
+	for key := range gather(t, Sources{Server: &fakeServer{}, Memory: fakeMemory{}, Cluster: fakeCluster{}, TopKeys: -1}) {
+		if strings.HasPrefix(key, "rlserver_cluster_move") || strings.HasPrefix(key, "rlserver_cluster_last_move") ||
+			strings.HasPrefix(key, "rlserver_cluster_rebalancing") {
+			t.Errorf("a one-group cluster node exports %s", key)
+		}
 	}
 }

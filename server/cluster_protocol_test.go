@@ -1,6 +1,8 @@
 package server
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -181,5 +183,67 @@ func TestCommandKeysForClusterClients(t *testing.T) {
 		if !strings.Contains(info, want) {
 			t.Errorf("COMMAND INFO rl.check del exists rl.allow = %s\nwant it to contain %s", info, want)
 		}
+	}
+}
+
+// TestInfoClusterMoves: INFO's cluster section reports the slot move in
+// progress (found by its state, wherever the topology lists it), how many
+// finished moves the directory lists, and a rebalance running here; the
+// move's own fields are absent while none is in progress.
+func TestInfoClusterMoves(t *testing.T) {
+	finished := []status.Move{
+		{ID: 3, Start: 0, End: 99, Source: 1, Target: 2, State: "released", Keys: 40, Began: 1e9, Ended: 3e9},
+		{ID: 4, Start: 100, End: 100, Source: 2, Target: 1, State: "released", Keys: 1, Began: 4e9, Ended: 5e9},
+	}
+	begun := status.Move{ID: 5, Start: 200, End: 299, Source: 1, Target: 3, State: "begun", Keys: 17, Began: 6e9}
+	committed := begun
+	committed.State, committed.Keys = "committed", 52
+	for _, c := range []struct {
+		name        string
+		moves       []status.Move
+		rebalancing bool
+		want        map[string]string
+	}{
+		{"none", nil, false, map[string]string{
+			"cluster_moves_in_progress": "0", "cluster_moves_finished": "0", "cluster_rebalancing": "0"}},
+		{"finished only", finished, false, map[string]string{
+			"cluster_moves_in_progress": "0", "cluster_moves_finished": "2", "cluster_rebalancing": "0"}},
+		{"in progress last", append(slices.Clone(finished), committed), true, map[string]string{
+			"cluster_moves_in_progress": "1", "cluster_move_id": "5", "cluster_move_slots": "200-299",
+			"cluster_move_from": "1", "cluster_move_to": "3", "cluster_move_state": "committed", "cluster_move_keys": "52",
+			"cluster_moves_finished": "2", "cluster_rebalancing": "1"}},
+		{"in progress first", append([]status.Move{begun}, finished...), false, map[string]string{
+			"cluster_moves_in_progress": "1", "cluster_move_id": "5", "cluster_move_slots": "200-299",
+			"cluster_move_from": "1", "cluster_move_to": "3", "cluster_move_state": "begun", "cluster_move_keys": "17",
+			"cluster_moves_finished": "2", "cluster_rebalancing": "0"}},
+		{"one slot, nothing imported", []status.Move{{ID: 1, Start: 7, End: 7, Source: 2, Target: 1, State: "begun"}}, false, map[string]string{
+			"cluster_moves_in_progress": "1", "cluster_move_id": "1", "cluster_move_slots": "7-7",
+			"cluster_move_from": "2", "cluster_move_to": "1", "cluster_move_state": "begun", "cluster_move_keys": "0",
+			"cluster_moves_finished": "0", "cluster_rebalancing": "0"}},
+	} {
+		topo := threeNodes()
+		topo.Moves, topo.Rebalancing = c.moves, c.rebalancing
+		addr, _ := serveBackend(t, newSlotBackend(t, topo))
+		rc := dialProto(t, addr, 2)
+		text := rc.do("INFO", "cluster").text
+		got := map[string]string{}
+		for k, v := range infoFields(text) {
+			if strings.HasPrefix(k, "cluster_move") || k == "cluster_rebalancing" {
+				got[k] = v
+			}
+		}
+		if !maps.Equal(got, c.want) {
+			t.Errorf("%s: INFO cluster move fields %v\nwant %v", c.name, got, c.want)
+		}
+		if !strings.HasPrefix(text, "# Cluster\r\ncluster_enabled:1\r\ncluster_moves_in_progress:") ||
+			!strings.HasSuffix(text, "cluster_rebalancing:"+map[bool]string{false: "0", true: "1"}[c.rebalancing]+"\r\n") {
+			t.Errorf("%s: INFO cluster = %q, want cluster_enabled, the move fields, cluster_rebalancing last", c.name, text)
+		}
+	}
+
+	// Without a router there are no move fields.
+	addr, _ := startServer(t, Config{})
+	if text := dialProto(t, addr, 2).do("INFO", "cluster").text; text != "# Cluster\r\ncluster_enabled:0\r\n" {
+		t.Errorf("standalone INFO cluster = %q", text)
 	}
 }

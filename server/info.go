@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rlserver/rlserver/status"
 )
 
 // INFO, with Redis's section and field names where they apply.
@@ -160,11 +162,52 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 		// backend: --groups). The replication section's raft_* fields
 		// say whether the backend is replicated.
 		kv("cluster_enabled", b01(s.router != nil))
+		if s.router != nil {
+			writeMoveInfo(kv, s.router.Topology())
+		}
 	case "policies":
 		s.writePolicyInfo(kv) // policy_cmd.go
 	case "keyspace":
 		s.writeKeyspaceInfo(kv) // memory.go: stored-key counts, no walk
 	}
+}
+
+// writeMoveInfo writes the cluster section's slot-move fields (a
+// SlotRouter backend only; Redis has none of them):
+//
+//   - cluster_moves_in_progress: 1 while a move is begun or committed (at
+//     most one at a time), else 0;
+//   - cluster_move_id, _slots ("first-last", inclusive, even for one
+//     slot), _from and _to (group ids), _state ("begun", "committed") and
+//     _keys (records the target imported so far, as this node's replica of
+//     the target counts them: 0 on a node that does not host it): the
+//     move in progress, absent while there is none;
+//   - cluster_moves_finished: the released moves the slot directory still
+//     lists (it keeps the last 16), not a running total;
+//   - cluster_rebalancing: 1 while a rebalance started on this node runs.
+//
+// The move in progress is found by its state, not its place in t.Moves.
+func writeMoveInfo(kv func(string, any), t status.Topology) {
+	var cur *status.Move
+	finished := 0
+	for i, m := range t.Moves {
+		if m.State == "released" {
+			finished++
+		} else {
+			cur = &t.Moves[i]
+		}
+	}
+	kv("cluster_moves_in_progress", b01(cur != nil))
+	if cur != nil {
+		kv("cluster_move_id", cur.ID)
+		kv("cluster_move_slots", strconv.Itoa(cur.Start)+"-"+strconv.Itoa(cur.End))
+		kv("cluster_move_from", cur.Source)
+		kv("cluster_move_to", cur.Target)
+		kv("cluster_move_state", cur.State)
+		kv("cluster_move_keys", cur.Keys)
+	}
+	kv("cluster_moves_finished", finished)
+	kv("cluster_rebalancing", b01(t.Rebalancing))
 }
 
 // redisMode is INFO's redis_mode and HELLO's mode: "cluster" when the

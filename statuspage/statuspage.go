@@ -1,14 +1,15 @@
 // Package statuspage serves rlserver's status page on the metrics address:
 // live allowed/denied rates over the last minutes drawn as a chart, the
 // keys denied most, in a cluster the members, the leader and their
-// applied indexes, and on a sharded node (--groups) every data group and
-// the Redis Cluster node list. The page is plain HTML, JavaScript and SVG embedded in
+// applied indexes, and on a sharded node (--groups) every data group, the
+// Redis Cluster node list and the slot moves. The page is plain HTML, JavaScript and SVG embedded in
 // the binary (no external assets); it polls /api/status, a JSON document
 // the package builds from the server's counters.
 package statuspage
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
@@ -17,6 +18,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -191,12 +193,34 @@ type ClusterUI struct {
 }
 
 // ShardedUI is a sharded node's view of the slot directory: its data
-// groups and the processes of the cluster.
+// groups, the processes of the cluster and the slot moves.
 type ShardedUI struct {
 	Epoch         uint64    `json:"epoch"`
 	SlotsAssigned int       `json:"slots_assigned"` // of 16384
 	Groups        []GroupUI `json:"groups"`
 	Nodes         []NodeUI  `json:"nodes"`
+	// Moves are the moves the directory lists (the one in progress, if
+	// any, and the last finished ones), newest (highest id) first.
+	Moves []MoveUI `json:"moves"`
+	// Rebalancing: a rebalance started on this node runs.
+	Rebalancing bool `json:"rebalancing"`
+}
+
+// MoveUI is one slot move.
+type MoveUI struct {
+	ID    uint64 `json:"id"`
+	Slots string `json:"slots"` // "0-99", or "7" for a single slot
+	From  uint32 `json:"from"`  // source group
+	To    uint32 `json:"to"`    // target group
+	State string `json:"state"` // "begun", "committed" (the target owns the slots), "released" (over)
+	// Keys: records the target imported so far, as this node's replica of
+	// the target counts them (0 on a node that does not host it).
+	Keys    int   `json:"keys"`
+	BeganMs int64 `json:"began_ms"` // unix ms, the meta group's log time
+	EndedMs int64 `json:"ended_ms"` // unix ms; 0 while in progress
+	// DurationMs is from begin to release; null while in progress (the
+	// page counts from began_ms to now_ms).
+	DurationMs *int64 `json:"duration_ms"`
 }
 
 // GroupUI is one data group as this node sees it.
@@ -272,7 +296,7 @@ func (p *Page) Status(ctx context.Context) Status {
 // sharded describes t's groups and nodes; every slice is non-nil, so the
 // JSON has [] rather than null.
 func sharded(t status.Topology) *ShardedUI {
-	ui := &ShardedUI{Epoch: t.Epoch, Groups: []GroupUI{}, Nodes: []NodeUI{}}
+	ui := &ShardedUI{Epoch: t.Epoch, Groups: []GroupUI{}, Nodes: []NodeUI{}, Moves: []MoveUI{}, Rebalancing: t.Rebalancing}
 	for _, r := range t.Ranges {
 		ui.SlotsAssigned += r.End - r.Start + 1
 	}
@@ -292,6 +316,16 @@ func sharded(t status.Topology) *ShardedUI {
 		ui.Nodes = append(ui.Nodes, NodeUI{ID: n.ID, Name: n.Name, Addr: n.Addr, RaftAddr: n.RaftAddr, Self: n.Myself,
 			Leads: append([]uint32{}, leads[n.Name]...)})
 	}
+	for _, m := range t.Moves {
+		mu := MoveUI{ID: m.ID, Slots: slotRange(status.SlotRange{Start: m.Start, End: m.End}), From: m.Source, To: m.Target,
+			State: m.State, Keys: m.Keys, BeganMs: m.Began / 1e6, EndedMs: m.Ended / 1e6}
+		if m.State == "released" && m.Ended > 0 {
+			d := max(m.Ended-m.Began, 0) / 1e6
+			mu.DurationMs = &d
+		}
+		ui.Moves = append(ui.Moves, mu)
+	}
+	slices.SortFunc(ui.Moves, func(a, b MoveUI) int { return cmp.Compare(b.ID, a.ID) })
 	return ui
 }
 

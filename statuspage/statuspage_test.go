@@ -192,9 +192,9 @@ func TestShardedDocument(t *testing.T) {
 		`{"applied_index":40,"commit_index":42,"id":1,"keys":12,"lag":3,"leader":"n1","members":["n1","n2"],"ranges":["0-5460","16383"],"role":"leader","slots":5462},` +
 		`{"applied_index":7,"commit_index":7,"id":2,"keys":0,"lag":0,"leader":"","members":["n1","n2"],"ranges":["5461-10922"],"role":"candidate","slots":5462},` +
 		`{"applied_index":0,"commit_index":0,"id":3,"keys":0,"lag":0,"leader":"","members":[],"ranges":[],"role":"","slots":0}],` +
-		`"nodes":[{"addr":"127.0.0.1:7001","id":"aaaa","leads":[1],"name":"n1","raft_addr":"r1","self":true},` +
+		`"moves":[],"nodes":[{"addr":"127.0.0.1:7001","id":"aaaa","leads":[1],"name":"n1","raft_addr":"r1","self":true},` +
 		`{"addr":"","id":"bbbb","leads":[],"name":"n2","raft_addr":"r2","self":false}],` +
-		`"slots_assigned":10924}`
+		`"rebalancing":false,"slots_assigned":10924}`
 	if string(got) != want {
 		t.Errorf("sharded\n got %s\nwant %s", got, want)
 	}
@@ -220,8 +220,12 @@ func TestShardedDocument(t *testing.T) {
 func TestPageHasGroupTables(t *testing.T) {
 	p := New(Source{Server: &fakeServer{started: time.Now()}})
 	for path, wants := range map[string][]string{
-		"/":       {`id="groups-section" hidden`, `id="groups"`, `id="nodes"`, `id="groups-summary"`},
-		"/app.js": {"drawGroups(s.sharded)", "gr.applied_index", "gr.commit_index", "gr.lag", "gr.ranges", "n.addr", "g.slots_assigned"},
+		"/": {`id="groups-section" hidden`, `id="groups"`, `id="nodes"`, `id="groups-summary"`,
+			"<h2>Slot moves</h2>", `id="moves"`, `id="moves-summary"`, "<th>keys imported</th>", "<th>duration</th>"},
+		"/app.js": {"drawGroups(s.sharded, s.now_ms)", "gr.applied_index", "gr.commit_index", "gr.lag", "gr.ranges", "n.addr", "g.slots_assigned",
+			"drawMoves(g.moves, g.rebalancing, nowMs)", "m.id", "m.slots", "m.from", "m.to", "m.state", "m.keys",
+			"m.duration_ms", "m.began_ms", `"rebalancing"`},
+		"/style.css": {"tr.move.in-progress", "#moves-summary.rebalancing"},
 	} {
 		rec := httptest.NewRecorder()
 		p.Handler().ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
@@ -230,5 +234,44 @@ func TestPageHasGroupTables(t *testing.T) {
 				t.Errorf("%s lacks %q", path, w)
 			}
 		}
+	}
+}
+
+// TestShardedMoves checks /api/status's "sharded.moves" and
+// "sharded.rebalancing" against a fake topology: every move the directory
+// lists, newest first whatever the topology's order, its slots as text,
+// groups, state, keys imported, times in ms and the duration of finished
+// moves (null for the one in progress).
+func TestShardedMoves(t *testing.T) {
+	topo := status.Topology{
+		Moves: []status.Move{
+			{ID: 3, Start: 0, End: 99, Source: 1, Target: 2, State: "released", Keys: 40, Began: 1_000_000_000, Ended: 3_500_000_000},
+			{ID: 5, Start: 200, End: 299, Source: 1, Target: 3, State: "committed", Keys: 52, Began: 6_000_000_000},
+			{ID: 4, Start: 100, End: 100, Source: 2, Target: 1, State: "released", Keys: 1, Began: 4_000_000_000, Ended: 4_250_000_000},
+		},
+		Rebalancing: true,
+	}
+	p := New(Source{Server: &fakeServer{started: time.Now()}, Groups: fakeGroups{topo}})
+	rec := httptest.NewRecorder()
+	p.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/status", nil))
+	var doc struct {
+		Sharded map[string]json.RawMessage `json:"sharded"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	want := `[` +
+		`{"id":5,"slots":"200-299","from":1,"to":3,"state":"committed","keys":52,"began_ms":6000,"ended_ms":0,"duration_ms":null},` +
+		`{"id":4,"slots":"100","from":2,"to":1,"state":"released","keys":1,"began_ms":4000,"ended_ms":4250,"duration_ms":250},` +
+		`{"id":3,"slots":"0-99","from":1,"to":2,"state":"released","keys":40,"began_ms":1000,"ended_ms":3500,"duration_ms":2500}]`
+	if got := string(doc.Sharded["moves"]); got != want {
+		t.Errorf("sharded.moves\n got %s\nwant %s", got, want)
+	}
+	if got := string(doc.Sharded["rebalancing"]); got != "true" {
+		t.Errorf("sharded.rebalancing = %s, want true", got)
+	}
+	// The fake's topology is not reordered in place.
+	if topo.Moves[0].ID != 3 || topo.Moves[1].ID != 5 {
+		t.Errorf("the topology's moves were reordered: %+v", topo.Moves)
 	}
 }

@@ -102,7 +102,7 @@ function drawCluster(c) {
 
 // drawGroups shows a sharded node's data groups and the cluster's nodes
 // (s.sharded is null on other nodes: the section stays hidden).
-function drawGroups(g) {
+function drawGroups(g, nowMs) {
   const sec = document.getElementById("groups-section");
   if (!g) { sec.hidden = true; return; }
   sec.hidden = false;
@@ -132,6 +132,7 @@ function drawGroups(g) {
     cell(tr, hosted ? String(gr.lag) : "-", "num lag");
     body.appendChild(tr);
   }
+  drawMoves(g.moves, g.rebalancing, nowMs);
   const nodes = document.querySelector("#nodes tbody");
   nodes.replaceChildren();
   for (const n of g.nodes) {
@@ -144,6 +145,45 @@ function drawGroups(g) {
     cell(tr, n.leads.length ? n.leads.join(", ") : "-", "leads");
     cell(tr, n.id, "id");
     nodes.appendChild(tr);
+  }
+}
+
+// secs writes a duration in ms for people: "250 ms", "4.2 s", "93 s".
+function secs(ms) {
+  if (ms < 1000) return Math.round(ms) + " ms";
+  return ms >= 10000 ? Math.round(ms / 1000) + " s" : (ms / 1000).toFixed(1) + " s";
+}
+
+// drawMoves lists the slot moves the directory keeps, newest first: the
+// one in progress (its duration so far, from this node's clock) and the
+// finished ones; "rebalancing" while a rebalance started on this node runs.
+function drawMoves(moves, rebalancing, nowMs) {
+  const running = moves.find((m) => m.state !== "released");
+  const finished = moves.length - (running ? 1 : 0);
+  let summary = running
+    ? `move ${running.id} in progress: slots ${running.slots}, group ${running.from} → ${running.to}, ${running.state}, ${running.keys} keys imported`
+    : "no move in progress";
+  summary += ` · ${finished} finished listed`;
+  if (rebalancing) summary += " · rebalancing";
+  const p = document.getElementById("moves-summary");
+  p.textContent = summary;
+  p.className = rebalancing ? "rebalancing" : "";
+  document.getElementById("moves").hidden = moves.length === 0;
+  const body = document.querySelector("#moves tbody");
+  body.replaceChildren();
+  for (const m of moves) {
+    const tr = document.createElement("tr");
+    const done = m.state === "released";
+    tr.className = "move" + (done ? "" : " in-progress");
+    tr.dataset.id = String(m.id);
+    cell(tr, String(m.id), "num");
+    cell(tr, m.slots, "ranges");
+    cell(tr, String(m.from), "num move-from");
+    cell(tr, String(m.to), "num move-to");
+    cell(tr, m.state, "move-state");
+    cell(tr, String(m.keys), "num keys");
+    cell(tr, m.duration_ms !== null ? secs(m.duration_ms) : `${secs(Math.max(nowMs - m.began_ms, 0))} so far`, "num duration");
+    body.appendChild(tr);
   }
 }
 
@@ -164,7 +204,7 @@ async function refresh() {
     drawChart(s.series, s.step_seconds);
     drawTop(s.top);
     drawCluster(s.cluster);
-    drawGroups(s.sharded);
+    drawGroups(s.sharded, s.now_ms);
     state.textContent = "live";
     state.className = "state ok";
     document.body.dataset.loaded = "1";
