@@ -9,7 +9,7 @@ type Topology struct {
 	Ranges  []SlotRange // sorted by Start, disjoint; slots in none are not assigned
 	Groups  []Group     // every data group, by ID
 	Forward bool        // --cluster-redirect forward: this node serves every slot, forwarding to the owner
-	Moves   []Move      // the slot move in progress, then the last finished ones
+	Moves   []Move      // the last finished slot moves, oldest first, then the one in progress
 	// Rebalancing: a rebalance started on this node is running.
 	Rebalancing bool
 }
