@@ -22,8 +22,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/rlserver/rlserver/internal/testport"
 	"io"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -154,55 +154,9 @@ func start(t testing.TB, o opts) *server {
 	return nil
 }
 
-// freePort returns a loopback port that was free a moment ago, picked where
-// no outgoing connection can take it (see portRange).
-func freePort(t testing.TB) int {
-	t.Helper()
-	lo, hi := portRange()
-	portMu.Lock()
-	defer portMu.Unlock()
-	for range 1000 {
-		port := lo + rand.IntN(hi-lo)
-		if portsGiven[port] {
-			continue
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		portsGiven[port] = true
-		return port
-	}
-	t.Fatalf("no free loopback port in [%d, %d)", lo, hi)
-	return 0
-}
-
-var (
-	portMu     sync.Mutex
-	portsGiven = map[int]bool{}
-)
-
-// portRange is where freePort picks: below the kernel's ephemeral range, so
-// the outgoing connections that every test opens (which take ephemeral
-// ports) cannot take a port between the moment it is picked and the moment
-// the server process binds it. A port that another program holds fails the
-// trial bind and is skipped; one this process handed out is never handed
-// out again.
-func portRange() (lo, hi int) {
-	lo, hi = 10000, 32768
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return lo, hi
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 2 {
-		if first, err := strconv.Atoi(f[0]); err == nil && first > lo+1000 {
-			hi = first
-		}
-	}
-	return lo, hi
-}
+// freePort returns a loopback port that was free a moment ago
+// (testport.Free: below the ephemeral range).
+func freePort(t testing.TB) int { return testport.Free(t) }
 
 // cleanEnv is the test process's environment without RL_* variables, so a
 // developer's settings cannot change what the tests see. A race-enabled

@@ -12,6 +12,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/rlserver/rlserver/internal/testport"
 	"io"
 	"net"
 	"os"
@@ -97,16 +98,9 @@ func Start(t testing.TB, bin string) *Server {
 	return s
 }
 
-// freeAddr returns a loopback address nothing listens on right now.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freeAddr returns a loopback address nothing listens on right now
+// (testport.Addr: below the ephemeral range).
+func freeAddr(t testing.TB) string { return testport.Addr(t) }
 
 func (s *Server) launch() {
 	s.t.Helper()
