@@ -22,7 +22,7 @@ func allowReqs(prefix string, n int) []engine.Request {
 // its keys keep their counts; the source drops them; every replica
 // agrees; the directory points the range at the target.
 func TestMoveSlots(t *testing.T) {
-	hosts := startHosts(t, 3, 2)
+	hosts := startHosts(t, 3, 2, Forward)
 	waitFor(t, 20*time.Second, "every group to have a leader", func() bool { return served(hosts, 2) })
 	ctx := context.Background()
 	reqs := allowReqs("m", 300)
@@ -56,12 +56,20 @@ func TestMoveSlots(t *testing.T) {
 		if err != nil {
 			t.Fatalf("move %d did not end: %v", id, err)
 		}
-		d := hosts[1].h.meta.Directory()
+		d := hosts[2].h.meta.Directory()
 		for s := 0; s <= 3000; s++ {
 			if d.Slots[s] != target {
 				t.Fatalf("after move %d slot %d is group %d's, want %d", id, s, d.Slots[s], target)
 			}
 		}
+		waitFor(t, 10*time.Second, "every host to see the move end", func() bool {
+			for _, th := range hosts {
+				if th.h.meta.Directory().Current() != nil {
+					return false
+				}
+			}
+			return true
+		})
 		do(hosts[round%3].h, int64(8-round))
 		// The target holds the range's keys, the source none of them.
 		waitFor(t, 10*time.Second, "replicas to agree", func() bool {
@@ -114,7 +122,7 @@ func digestsEqual(hosts []*thost) bool {
 // rebalanced onto it: each group ends with a third of the slots and every
 // key keeps its count.
 func TestRebalanceAfterAddGroup(t *testing.T) {
-	hosts := startHosts(t, 3, 2)
+	hosts := startHosts(t, 3, 2, Forward)
 	waitFor(t, 20*time.Second, "every group to have a leader", func() bool { return served(hosts, 2) })
 	ctx := context.Background()
 	reqs := allowReqs("r", 300)
@@ -132,7 +140,7 @@ func TestRebalanceAfterAddGroup(t *testing.T) {
 		t.Fatalf("rebalance after %d moves: %v", n, err)
 	}
 	count := map[uint32]int{}
-	for _, g := range hosts[0].h.meta.Directory().Slots {
+	for _, g := range hosts[2].h.meta.Directory().Slots {
 		count[g]++
 	}
 	for g := uint32(1); g <= 3; g++ {
