@@ -201,6 +201,16 @@ func forwardErr(st byte) error {
 // runs on its own goroutine, so a batch waiting for commit does not hold up
 // the others; replies are written as they complete.
 func (n *Node) serveForward(c net.Conn) {
+	// The group's connections are routed here from the moment it is
+	// registered on the Transport, before Open has started Raft: a
+	// message arriving in between waits (a process restarted while its
+	// peers still send it a group's work).
+	select {
+	case <-n.ready:
+	case <-n.closing:
+		c.Close()
+		return
+	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}

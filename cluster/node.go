@@ -156,6 +156,7 @@ type Node struct {
 
 	calls   chan *call
 	sem     chan struct{}
+	ready   chan struct{} // closed once raft is set: forwarded messages wait for it
 	closing chan struct{}
 	wg      sync.WaitGroup
 	once    sync.Once
@@ -212,6 +213,7 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 		fsm:     newFSM(eng),
 		calls:   make(chan *call, 4096),
 		sem:     make(chan struct{}, maxInflight),
+		ready:   make(chan struct{}),
 		closing: make(chan struct{}),
 		resp:    make(map[string]string),
 		conns:   make(map[net.Conn]bool),
@@ -252,6 +254,7 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 		MaxRPCsInFlight: 1,
 	})
 	cleanup := func() {
+		close(n.closing) // forwarded messages waiting for ready give up
 		n.trans.Close()
 		n.closeStream()
 		if n.store != nil {
@@ -303,6 +306,7 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	n.disk.start(n.raft)
+	close(n.ready)
 	if !existing && (cfg.Bootstrap || len(cfg.Peers) > 0) {
 		var conf raft.Configuration
 		if cfg.Bootstrap {
