@@ -38,6 +38,7 @@ type cnode struct {
 	joinVia  string        // start with --join this address instead of --peers
 	wrap     []string      // command line the process starts under (ip netns exec NS)
 	args     []string      // this node's own extra flags
+	env      []string      // extra environment variables (KEY=value) of its processes
 	logs     []*syncBuffer // stderr of every process this node ran
 }
 
@@ -110,7 +111,7 @@ func (c *pcluster) launch(n *cnode) {
 	} else {
 		s.cmd = exec.Command(c.bin, args...)
 	}
-	s.cmd.Env = cleanEnv()
+	s.cmd.Env = cleanEnv(n.env...)
 	s.cmd.Stdout = s.stdout
 	s.cmd.Stderr = s.stderr
 	if err := s.cmd.Start(); err != nil {
