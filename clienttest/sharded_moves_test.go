@@ -447,12 +447,6 @@ func moveRounds(t *testing.T) int {
 func TestShardedMovesLinearizable(t *testing.T) {
 	started := time.Now()
 	rounds := moveRounds(t)
-	// A process restarted while another node still forwards to it as a
-	// group's leader can crash: it serves forwarded messages before its
-	// Raft instance exists (nil n.raft in applyOpOnce; see the report of
-	// this test's branch). RL_MOVE_SAFE_RELAUNCH=1 restarts a killed
-	// leader only once the others elected new leaders, which avoids it.
-	safeRelaunch := os.Getenv("RL_MOVE_SAFE_RELAUNCH") == "1"
 	c := startSharded(t, 2)
 	c.checkOwners(1, 20*time.Second)
 	keys := moveKeys()
@@ -496,10 +490,6 @@ func TestShardedMovesLinearizable(t *testing.T) {
 		} else {
 			c.kill9(victim)
 			time.Sleep(700 * time.Millisecond)
-			if safeRelaunch {
-				c.waitGroups(2, 20*time.Second)
-				c.waitLeader(20 * time.Second)
-			}
 			c.launch(victim)
 		}
 		m := c.waitReleased(id, 90*time.Second)
