@@ -3,8 +3,8 @@ package clienttest
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
