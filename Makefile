@@ -84,6 +84,13 @@ bench-compare:
 soak:
 	RLSERVER_SOAK=1 $(GO) test -race -count=1 -timeout 20m -run 'TestClusterDiskFull' -v ./clienttest/
 
+# Slot moves under load: a range moves back and forth 40 times while the
+# leaders of the source, the target and the meta group are killed and
+# paused; porcupine checks every key's history. About two minutes.
+.PHONY: soak-moves
+soak-moves:
+	RL_MOVE_ROUNDS=40 $(GO) test -race -count=1 -timeout 20m -run 'TestShardedMovesLinearizable' -v ./clienttest/
+
 # The network-fault tests repeated: three rounds of each fault (leader
 # isolated, majority/minority split, bridge, changing partitions, 20%
 # packet loss) held 8 s instead of 3 (clienttest/netfault_test.go; needs
