@@ -18,8 +18,10 @@ import (
 // says the move is: every step is idempotent. The argument that a move
 // neither loses nor doubles a decision is in docs/cluster-mode.md.
 
-// chunkBytes bounds one import chunk's encoded records.
-const chunkBytes = 512 << 10
+// chunkBytes bounds one import chunk's encoded records: large enough that
+// a million keys take some 20 log entries, small enough for one Raft
+// append.
+const chunkBytes = 2 << 20
 
 // MoveSlots records a move of slots [start, end] to group target and
 // returns its id; the meta group's leader carries it out. It returns once
@@ -154,11 +156,8 @@ func (h *Host) driveMove(mv cluster.Move) error {
 		// that far) takes no more chunks: go on to record the commit.
 		keys, clock := 0, int64(0)
 		if p, ok := dst.node.Move(mv.ID); !ok || !p.Done {
-			if err := h.step("copy", func(ctx context.Context) error {
-				n, c, err := h.copyRange(ctx, src.node, dst.node, mv)
-				keys, clock = n, c
-				return err
-			}); err != nil {
+			var err error
+			if keys, clock, err = h.copyRange(src.node, dst.node, mv); err != nil {
 				return err
 			}
 		}
@@ -194,8 +193,19 @@ func (h *Host) freeze(ctx context.Context, src *cluster.Node, mv cluster.Move) (
 // copyRange sends the source replica's records of the range to the target
 // in chunks, after the greatest key the target has (on this node's
 // replica, which may lag: the target skips keys it has), and returns the
-// records sent and the export clock.
-func (h *Host) copyRange(ctx context.Context, src, dst *cluster.Node, mv cluster.Move) (int, int64, error) {
+// records sent and the export clock. The export runs once; each chunk is
+// a step of its own, retried alone, so a range of any size is copied
+// within a commit timeout per chunk.
+func (h *Host) copyRange(src, dst *cluster.Node, mv cluster.Move) (int, int64, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-h.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	after := ""
 	if p, ok := dst.Move(mv.ID); ok {
 		after = p.LastKey
@@ -208,23 +218,22 @@ func (h *Host) copyRange(ctx context.Context, src, dst *cluster.Node, mv cluster
 		return 0, clock, nil // planted bug: the target commits without the state
 	}
 	sent := 0
-	for len(recs) > 0 {
+	for first := true; first || len(recs) > 0; first = false {
 		n, size := 0, 0
 		for n < len(recs) && size < chunkBytes {
 			size += len(recs[n].Key) + 8*len(recs[n].Fields) + 8
 			n++
 		}
-		if err := dst.ImportChunk(ctx, mv.ID, clock, recs[:n]); err != nil {
+		// An empty range still sends one (empty) chunk: it carries the
+		// source's clock to the target.
+		chunk := recs[:n]
+		if err := h.step("copy", func(ctx context.Context) error {
+			return dst.ImportChunk(ctx, mv.ID, clock, chunk)
+		}); err != nil {
 			return sent, clock, err
 		}
 		sent += n
 		recs = recs[n:]
-	}
-	if sent == 0 {
-		// An empty range still carries the source's clock to the target.
-		if err := dst.ImportChunk(ctx, mv.ID, clock, nil); err != nil {
-			return 0, clock, err
-		}
 	}
 	return sent, clock, nil
 }
