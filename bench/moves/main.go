@@ -79,6 +79,7 @@ type config struct {
 	requests      int
 	goLoad        time.Duration
 	goWorkers     int
+	benchClients  int
 	rebKeys       int
 	idle          time.Duration
 	keep          bool
@@ -102,6 +103,7 @@ func main() {
 	flag.IntVar(&cfg.rounds, "rounds", 2, "part 2: throughput rounds per stage (each: redis-benchmark, then the Go load)")
 	flag.IntVar(&cfg.requests, "requests", 1000000, "part 2: redis-benchmark requests per round")
 	flag.DurationVar(&cfg.goLoad, "go-load", 5*time.Second, "part 2: length of a Go load round (0: skip)")
+	flag.IntVar(&cfg.benchClients, "bench-clients", 50, "part 2: redis-benchmark connections (-c)")
 	flag.IntVar(&cfg.goWorkers, "go-workers", 50, "part 2: goroutines of the Go load, each sending pipelines of 32")
 	flag.IntVar(&cfg.rebKeys, "rebalance-keys", 300000, "part 2: random keys filled before the rebalance (about a third move)")
 	flag.DurationVar(&cfg.idle, "idle", 5*time.Second, "part 2: idle CPU measurement time")

@@ -11,11 +11,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The redis-benchmark case of every round, as bench/sharded-compare.sh
-// runs it: redis-benchmark --cluster replaces {tag} with a tag of one
+// The redis-benchmark case of every round (-c from -bench-clients), as
+// bench/sharded-compare.sh runs it: redis-benchmark --cluster replaces {tag} with a tag of one
 // slot of each master and spreads its clients over the masters.
 const (
-	benchClients  = 50
 	benchPipeline = 32
 	benchKeys     = 100000
 )
@@ -184,7 +183,7 @@ func benchRound(cfg config, d *deployment) (roundRow, error) {
 	_, port, _ := strings.Cut(d.addrs[0], ":")
 	c0 := d.cpuSample()
 	out, err := exec.Command("redis-benchmark", "--cluster", "-h", "127.0.0.1", "-p", port,
-		"-c", strconv.Itoa(benchClients), "-P", strconv.Itoa(benchPipeline), "-n", strconv.Itoa(cfg.requests),
+		"-c", strconv.Itoa(cfg.benchClients), "-P", strconv.Itoa(benchPipeline), "-n", strconv.Itoa(cfg.requests),
 		"-r", strconv.Itoa(benchKeys), "--csv", "RL.ALLOW", "key:{tag}:__rand_int__", limitCapacity, limitRate, "1").Output()
 	c1 := d.cpuSample()
 	if err != nil {
@@ -200,7 +199,7 @@ func benchRound(cfg config, d *deployment) (roundRow, error) {
 		return roundRow{}, fmt.Errorf("redis-benchmark: unexpected output %q", out)
 	}
 	total, each := cpuPerDecision(c0, c1, float64(cfg.requests))
-	return roundRow{loader: fmt.Sprintf("redis-benchmark -c %d -P %d", benchClients, benchPipeline),
+	return roundRow{loader: fmt.Sprintf("redis-benchmark -c %d -P %d", cfg.benchClients, benchPipeline),
 		perSec: rps, cpuTotal: total, cpuEach: each, errs: "-"}, nil
 }
 
