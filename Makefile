@@ -103,3 +103,13 @@ faults:
 .PHONY: bench-cluster
 bench-cluster:
 	bash bench/cluster-compare.sh
+
+# Online slot moves and rebalancing in a sharded deployment (bench/moves):
+# the time to move ranges of 100,000 and 1,000,000 keys, the waits of
+# requests on a moving range, the throughput of the other keys during a
+# move, and throughput and CPU per decision before and after ADDGROUP +
+# REBALANCE, without and with a per-process CPU quota (root). Needs
+# redis-benchmark. About ten minutes; ARGS='-parts moves -runs 4' etc.
+.PHONY: bench-moves
+bench-moves:
+	$(GO) run ./bench/moves $(ARGS)

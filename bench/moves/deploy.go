@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// cgroupRoot is the cgroup v1 cpu controller's mount, as in
+// bench/sharded-compare.sh.
+const cgroupRoot = "/sys/fs/cgroup/cpu"
+
+// deployment is three rlserver processes on loopback sharing one --peers
+// list, each with a data folder under dir.
+type deployment struct {
+	dir     string
+	addrs   []string // client addresses, n1..n3
+	cmds    []*exec.Cmd
+	cgroups []string
+	admin   []*redis.Client // one plain connection pool per process
+}
+
+// freePorts returns n distinct loopback ports that were free a moment ago.
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// startDeployment starts three processes with --groups groups. quota > 0
+// puts each process in a cgroup of its own limited to that share of one
+// core (the load generator stays outside). extra flags go to every
+// process.
+func startDeployment(bin, dir string, groups int, quota float64, extra []string) (*deployment, error) {
+	ports, err := freePorts(6)
+	if err != nil {
+		return nil, err
+	}
+	d := &deployment{dir: dir}
+	var peers []string
+	for i := range 3 {
+		peers = append(peers, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, ports[3+i]))
+	}
+	for i := range 3 {
+		addr := fmt.Sprintf("127.0.0.1:%d", ports[i])
+		ndir := filepath.Join(dir, fmt.Sprintf("n%d", i+1))
+		if err := os.MkdirAll(ndir, 0o755); err != nil {
+			d.stop()
+			return nil, err
+		}
+		args := append([]string{"--node-id", fmt.Sprintf("n%d", i+1), "--addr", addr,
+			"--raft-addr", fmt.Sprintf("127.0.0.1:%d", ports[3+i]), "--peers", strings.Join(peers, ","),
+			"--groups", strconv.Itoa(groups), "--dir", ndir, "--log-level", "info"}, extra...)
+		var cmd *exec.Cmd
+		if quota > 0 {
+			cg := filepath.Join(cgroupRoot, fmt.Sprintf("rl-moves-%d-%d", os.Getpid(), i+1))
+			if err := os.MkdirAll(cg, 0o755); err != nil {
+				d.stop()
+				return nil, fmt.Errorf("cgroup (needs root and cgroup v1 at %s): %w", cgroupRoot, err)
+			}
+			d.cgroups = append(d.cgroups, cg)
+			if err := os.WriteFile(filepath.Join(cg, "cpu.cfs_period_us"), []byte("100000"), 0o644); err != nil {
+				d.stop()
+				return nil, err
+			}
+			q := strconv.Itoa(int(quota * 100000))
+			if err := os.WriteFile(filepath.Join(cg, "cpu.cfs_quota_us"), []byte(q), 0o644); err != nil {
+				d.stop()
+				return nil, err
+			}
+			// The shell joins the cgroup, then execs rlserver: the pid
+			// stays the same, so /proc/<pid>/stat is rlserver's.
+			cmd = exec.Command("sh", append([]string{"-c", `echo $$ >"$0/tasks" && exec "$@"`, cg, bin}, args...)...)
+		} else {
+			cmd = exec.Command(bin, args...)
+		}
+		logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("n%d.log", i+1)))
+		if err != nil {
+			d.stop()
+			return nil, err
+		}
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			logf.Close()
+			d.stop()
+			return nil, err
+		}
+		logf.Close()
+		d.cmds = append(d.cmds, cmd)
+		d.addrs = append(d.addrs, addr)
+		d.admin = append(d.admin, redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 30 * time.Second, PoolSize: 2}))
+	}
+	if err := d.waitReady(groups); err != nil {
+		d.stop()
+		return nil, err
+	}
+	return d, nil
+}
+
+// stop kills the processes this deployment started, waits for them and
+// removes their cgroups.
+func (d *deployment) stop() {
+	for _, c := range d.admin {
+		c.Close()
+	}
+	for _, c := range d.cmds {
+		c.Process.Signal(syscall.SIGTERM)
+	}
+	for _, c := range d.cmds {
+		done := make(chan struct{})
+		go func() { c.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			c.Process.Kill()
+			<-done
+		}
+	}
+	for _, cg := range d.cgroups {
+		os.Remove(cg)
+	}
+	d.cmds, d.cgroups, d.admin = nil, nil, nil
+}
+
+func (d *deployment) pids() []int {
+	var p []int
+	for _, c := range d.cmds {
+		p = append(p, c.Process.Pid)
+	}
+	return p
+}
+
+// do sends one command to process i.
+func (d *deployment) do(i int, args ...any) (any, error) {
+	return d.admin[i].Do(context.Background(), args...).Result()
+}
+
+// groupInfo is one line of RL.CLUSTER GROUPS.
+type groupInfo struct {
+	id     int
+	leader string
+	slots  int // slots owned
+	keys   int
+}
+
+func (d *deployment) groups() ([]groupInfo, error) {
+	v, err := d.do(0, "RL.CLUSTER", "GROUPS")
+	if err != nil {
+		return nil, err
+	}
+	s, _ := v.(string)
+	var out []groupInfo
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		g := groupInfo{}
+		g.id, _ = strconv.Atoi(f[0])
+		for _, kv := range f[1:] {
+			k, val, _ := strings.Cut(kv, "=")
+			switch k {
+			case "leader":
+				g.leader = val
+			case "keys":
+				g.keys, _ = strconv.Atoi(val)
+			case "slots":
+				g.slots = countSlots(val)
+			}
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// countSlots counts the slots of "0-99,200,300-310" ("-": none).
+func countSlots(s string) int {
+	n := 0
+	for _, r := range strings.Split(s, ",") {
+		a, b, ok := strings.Cut(r, "-")
+		x, err1 := strconv.Atoi(a)
+		if err1 != nil {
+			continue
+		}
+		y := x
+		if ok {
+			y, _ = strconv.Atoi(b)
+		}
+		n += y - x + 1
+	}
+	return n
+}
+
+// waitReady waits until every slot is served and each group g is led by
+// its preferred process, n((g-1) mod 3 + 1), as the deployment settles
+// within a few seconds (docs/cluster-mode.md, "Leaders spread").
+func (d *deployment) waitReady(groups int) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		v, err := d.do(0, "CLUSTER", "INFO")
+		if s, _ := v.(string); err == nil && strings.Contains(s, "cluster_state:ok") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return d.waitLeaders(groups, deadline)
+}
+
+func (d *deployment) waitLeaders(groups int, deadline time.Time) error {
+	var last []groupInfo
+	for time.Now().Before(deadline) {
+		gs, err := d.groups()
+		if err == nil && len(gs) == groups {
+			ok := true
+			for _, g := range gs {
+				if g.leader != fmt.Sprintf("n%d", (g.id-1)%3+1) {
+					ok = false
+				}
+			}
+			if ok {
+				return nil
+			}
+		}
+		last = gs
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("leaders not spread in time (last: %+v); logs in %s", last, d.dir)
+}
+
+// cpuTicks is a process's utime+stime in clock ticks (/proc/pid/stat).
+func cpuTicks(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name may hold spaces: fields count from after its ')'.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		s = s[i+2:]
+	}
+	f := strings.Fields(s)
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + st
+}
+
+// clockTick is USER_HZ; 100 on every Linux architecture Go supports.
+const clockTick = 100
+
+// cpuSample reads every process's CPU ticks.
+func (d *deployment) cpuSample() []int64 {
+	var out []int64
+	for _, p := range d.pids() {
+		out = append(out, cpuTicks(p))
+	}
+	return out
+}
+
+var errMoveFailed = errors.New("move did not finish")
