@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 )
 
 // The slot directory: a sharded cluster's metadata, replicated by its meta
@@ -489,62 +488,8 @@ func (n *Node) MoveReleased(ctx context.Context, id uint64) error {
 }
 
 func (n *Node) proposeMeta(ctx context.Context, op []byte) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.CommitTimeout)
-	defer cancel()
-	return n.applyMetaOp(ctx, op, false)
-}
-
-// metaResult is what Apply returns for a cmdMeta entry.
-type metaResult struct {
-	v   uint64
-	err error
-}
-
-func (n *Node) applyMetaOp(ctx context.Context, op []byte, localOnly bool) (uint64, error) {
-	return applyOp(ctx, n, logOp[uint64]{
-		entry: func(now time.Time) []byte {
-			return append(appendEntryHeader(make([]byte, 0, 12+len(op)), cmdMeta, now.UnixNano()), op...)
-		},
-		leader: func(resp any) (uint64, error) {
-			mr, ok := resp.(*metaResult)
-			if !ok {
-				return 0, ErrUnknownOutcome
-			}
-			return mr.v, mr.err
-		},
-		msg:  msgMeta,
-		body: op,
-		forwarded: func(reply []byte) (uint64, error) {
-			if len(reply) > 0 && reply[0] == 1 {
-				return 0, &ErrMoveInvalid{string(reply[1:])}
-			}
-			if len(reply) == 0 {
-				return 0, ErrUnknownOutcome
-			}
-			v, k := binary.Uvarint(reply[1:])
-			if k <= 0 {
-				return 0, ErrUnknownOutcome
-			}
-			return v, nil
-		},
-	}, localOnly)
-}
-
-// handleMeta serves a forwarded msgMeta on the leader. The op is checked
-// before it can reach the log.
-func (n *Node) handleMeta(ctx context.Context, op []byte) (byte, []byte) {
-	if !validMetaOp(op) {
-		return statusBadRequest, nil
-	}
-	v, err := n.applyMetaOp(ctx, op, true)
-	var inv *ErrMoveInvalid
-	switch {
-	case errors.As(err, &inv):
-		return statusOK, append([]byte{1}, inv.Reason...)
-	case err != nil:
-		return statusOf(err), nil
-	}
-	return statusOK, binary.AppendUvarint([]byte{0}, v)
+	v, err := metaOps.propose(ctx, n, op)
+	return uint64(v), err
 }
 
 // validMetaOp reports whether op decodes as a directory change.
@@ -562,8 +507,8 @@ func (f *fsm) applyMetaEntry(now int64, op []byte, index uint64) any {
 		panic(fmt.Sprintf("cluster: log entry %d: %v", index, err))
 	}
 	if err != nil {
-		return &metaResult{err: err}
+		return &stateResult{err: err}
 	}
 	f.setDirectory(d)
-	return &metaResult{v: v}
+	return &stateResult{v: int64(v)}
 }

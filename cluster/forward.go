@@ -302,9 +302,9 @@ func (n *Node) handleForwardMsg(ctx context.Context, typ byte, payload []byte) (
 	case msgBatch3, msgDeadline:
 		return n.handleDeadline(ctx, payload, typ == msgDeadline)
 	case msgMeta:
-		return n.handleMeta(ctx, payload) // directory.go
+		return metaOps.handle(ctx, n, payload) // directory.go, stateop.go
 	case msgSlots:
-		return n.handleSlots(ctx, payload) // slotmove.go
+		return slotsOps.handle(ctx, n, payload) // slotmove.go, stateop.go
 	case msgRemoved:
 		id := string(d.bytes())
 		if d.err != nil {

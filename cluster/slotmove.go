@@ -3,10 +3,8 @@ package cluster
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/slots"
@@ -152,12 +150,6 @@ func (f *fsm) filterOwned(reqs []engine.Request, names [][]byte, res []engine.Re
 	return keep, keepNames, idx, true
 }
 
-// slotsResult is what Apply returns for a cmdSlots entry.
-type slotsResult struct {
-	v   int64
-	err error
-}
-
 // applySlots applies a cmdSlots entry (the caller holds f.mu). An op that
 // does not decode was refused before the log, so it panics like any
 // undecodable entry.
@@ -175,7 +167,7 @@ func (f *fsm) applySlots(now int64, op []byte, index uint64) any {
 			panic(fmt.Sprintf("cluster: log entry %d: bad slot move range", index))
 		}
 		if mv != nil {
-			return &slotsResult{v: mv.ExportClock}
+			return &stateResult{v: mv.ExportClock}
 		}
 		for s := start; s <= end; s++ {
 			e, ok := f.slots.state[s]
@@ -183,7 +175,7 @@ func (f *fsm) applySlots(now int64, op []byte, index uint64) any {
 			// A freeze needs slots this group serves; an import, slots
 			// it does not (it never owned them, or they moved away).
 			if code == slotsFreeze && !served || code == slotsImport && ok && e.state != slotGone {
-				return &slotsResult{err: ErrMoveRefused}
+				return &stateResult{err: ErrMoveRefused}
 			}
 		}
 		st := slotFrozen
@@ -198,7 +190,7 @@ func (f *fsm) applySlots(now int64, op []byte, index uint64) any {
 			mv.ExportClock = now
 		}
 		f.slots.moves[id] = mv
-		return &slotsResult{v: mv.ExportClock}
+		return &stateResult{v: mv.ExportClock}
 	case slotsChunk:
 		clock := d.varint()
 		recs := d.records()
@@ -206,7 +198,7 @@ func (f *fsm) applySlots(now int64, op []byte, index uint64) any {
 			panic(fmt.Sprintf("cluster: log entry %d: bad slot move chunk", index))
 		}
 		if mv == nil || !mv.Target || mv.Done {
-			return &slotsResult{err: ErrMoveRefused}
+			return &stateResult{err: ErrMoveRefused}
 		}
 		keep := recs[:0]
 		for _, r := range recs {
@@ -229,14 +221,14 @@ func (f *fsm) applySlots(now int64, op []byte, index uint64) any {
 			mv.Keys += len(keep)
 		}
 		mv.ExportClock = max(mv.ExportClock, clock)
-		return &slotsResult{v: 1}
+		return &stateResult{v: 1}
 	case slotsCommit:
 		clock := d.varint()
 		if d.err != nil {
 			panic(fmt.Sprintf("cluster: log entry %d: bad slot move commit", index))
 		}
 		if mv == nil || !mv.Target {
-			return &slotsResult{err: ErrMoveRefused}
+			return &stateResult{err: ErrMoveRefused}
 		}
 		if !mv.Done {
 			if clock > f.now.Load() {
@@ -247,10 +239,10 @@ func (f *fsm) applySlots(now int64, op []byte, index uint64) any {
 			}
 			mv.Done = true
 		}
-		return &slotsResult{v: 1}
+		return &stateResult{v: 1}
 	case slotsRelease:
 		if mv == nil || mv.Target {
-			return &slotsResult{err: ErrMoveRefused}
+			return &stateResult{err: ErrMoveRefused}
 		}
 		if !mv.Done {
 			for s := mv.Start; s <= mv.End; s++ {
@@ -262,7 +254,7 @@ func (f *fsm) applySlots(now int64, op []byte, index uint64) any {
 			}
 			mv.Keys, mv.Done = n, true
 		}
-		return &slotsResult{v: int64(mv.Keys)}
+		return &stateResult{v: int64(mv.Keys)}
 	}
 	panic(fmt.Sprintf("cluster: log entry %d: unknown slot move step %d", index, code))
 }
@@ -472,55 +464,7 @@ func (n *Node) ExportSlots(ctx context.Context, start, end int, after string) ([
 }
 
 func (n *Node) proposeSlots(ctx context.Context, op []byte) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.CommitTimeout)
-	defer cancel()
-	return n.applySlotsOp(ctx, op, false)
-}
-
-func (n *Node) applySlotsOp(ctx context.Context, op []byte, localOnly bool) (int64, error) {
-	return applyOp(ctx, n, logOp[int64]{
-		entry: func(now time.Time) []byte {
-			return append(appendEntryHeader(make([]byte, 0, 12+len(op)), cmdSlots, now.UnixNano()), op...)
-		},
-		leader: func(resp any) (int64, error) {
-			r, ok := resp.(*slotsResult)
-			if !ok {
-				return 0, ErrUnknownOutcome
-			}
-			return r.v, r.err
-		},
-		msg:  msgSlots,
-		body: op,
-		forwarded: func(reply []byte) (int64, error) {
-			if len(reply) == 0 {
-				return 0, ErrUnknownOutcome
-			}
-			if reply[0] != 0 {
-				return 0, ErrMoveRefused
-			}
-			v, k := binary.Varint(reply[1:])
-			if k <= 0 {
-				return 0, ErrUnknownOutcome
-			}
-			return v, nil
-		},
-	}, localOnly)
-}
-
-// handleSlots serves a forwarded msgSlots on the leader; the op is checked
-// before it can reach the log.
-func (n *Node) handleSlots(ctx context.Context, op []byte) (byte, []byte) {
-	if !validSlotsOp(op) {
-		return statusBadRequest, nil
-	}
-	v, err := n.applySlotsOp(ctx, op, true)
-	switch {
-	case errors.Is(err, ErrMoveRefused):
-		return statusOK, []byte{1}
-	case err != nil:
-		return statusOf(err), nil
-	}
-	return statusOK, binary.AppendVarint([]byte{0}, v)
+	return slotsOps.propose(ctx, n, op)
 }
 
 // validSlotsOp reports whether op decodes as a slot move step.

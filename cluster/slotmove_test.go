@@ -70,7 +70,7 @@ func (l *fsmLog) apply(data []byte, twice bool) any {
 	return r
 }
 
-func isSlotsResult(r any) bool { _, ok := r.(*slotsResult); return ok }
+func isSlotsResult(r any) bool { _, ok := r.(*stateResult); return ok }
 
 func (l *fsmLog) digest() string {
 	l.t.Helper()
@@ -101,7 +101,7 @@ func runMove(t *testing.T, twice bool) (src, dst *fsmLog, digests []string) {
 
 	dst.apply(slotsEntry(t0+2e9, rangeOp(slotsImport, 7, 0, 4000)), twice)
 	record()
-	fr := src.apply(slotsEntry(t0+5e9, rangeOp(slotsFreeze, 7, 0, 4000)), twice).(*slotsResult)
+	fr := src.apply(slotsEntry(t0+5e9, rangeOp(slotsFreeze, 7, 0, 4000)), twice).(*stateResult)
 	if fr.err != nil || fr.v != t0+5e9 {
 		t.Fatalf("freeze: %+v", fr)
 	}
@@ -131,12 +131,12 @@ func runMove(t *testing.T, twice bool) (src, dst *fsmLog, digests []string) {
 	// changes nothing already imported.
 	dst.apply(slotsEntry(t0+3e9, chunkOp(7, t0+5e9, recs)), twice)
 	record()
-	cr := dst.apply(slotsEntry(t0+3e9, binary.AppendVarint(binary.AppendUvarint([]byte{slotsCommit}, 7), t0+5e9)), twice).(*slotsResult)
+	cr := dst.apply(slotsEntry(t0+3e9, binary.AppendVarint(binary.AppendUvarint([]byte{slotsCommit}, 7), t0+5e9)), twice).(*stateResult)
 	if cr.err != nil {
 		t.Fatalf("commit: %v", cr.err)
 	}
 	record()
-	rr := src.apply(slotsEntry(t0+7e9, binary.AppendUvarint([]byte{slotsRelease}, 7)), twice).(*slotsResult)
+	rr := src.apply(slotsEntry(t0+7e9, binary.AppendUvarint([]byte{slotsRelease}, 7)), twice).(*stateResult)
 	if rr.err != nil || rr.v != int64(len(in)) {
 		t.Fatalf("release: %+v, want %d keys dropped", rr, len(in))
 	}
@@ -242,7 +242,7 @@ func TestSlotMoveRefusals(t *testing.T) {
 		"release of an unknown move":                   binary.AppendUvarint([]byte{slotsRelease}, 9),
 	} {
 		before := appendSlotTable(nil, &g.f.slots)
-		r := g.apply(slotsEntry(t0, op), false).(*slotsResult)
+		r := g.apply(slotsEntry(t0, op), false).(*stateResult)
 		if !errors.Is(r.err, ErrMoveRefused) || !bytes.Equal(appendSlotTable(nil, &g.f.slots), before) {
 			t.Errorf("%s: %+v", name, r)
 		}

@@ -197,15 +197,8 @@ func (h *Host) freeze(ctx context.Context, src *cluster.Node, mv cluster.Move) (
 // a step of its own, retried alone, so a range of any size is copied
 // within a commit timeout per chunk.
 func (h *Host) copyRange(src, dst *cluster.Node, mv cluster.Move) (int, int64, error) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := h.untilClosed()
 	defer cancel()
-	go func() {
-		select {
-		case <-h.closing:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	after := ""
 	if p, ok := dst.Move(mv.ID); ok {
 		after = p.LastKey
@@ -238,6 +231,20 @@ func (h *Host) copyRange(src, dst *cluster.Node, mv cluster.Move) (int, int64, e
 	return sent, clock, nil
 }
 
+// untilClosed is a context that ends when the host closes (or cancel is
+// called).
+func (h *Host) untilClosed() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-h.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // StartRebalance runs Rebalance in the background (RL.CLUSTER
 // REBALANCE); false when one already runs on this node.
 func (h *Host) StartRebalance() bool {
@@ -253,15 +260,8 @@ func (h *Host) StartRebalance() bool {
 	go func() {
 		defer h.wg.Done()
 		defer h.rebalancing.Store(false)
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := h.untilClosed()
 		defer cancel()
-		go func() {
-			select {
-			case <-h.closing:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
 		n, err := h.Rebalance(ctx)
 		if err != nil {
 			h.log.Warn("rebalance stopped", "moves", n, "err", err)

@@ -13,26 +13,12 @@ const Count = 16384
 // first '}' after it) and the tag is not empty, only the tag is hashed,
 // so "{user42}:a" and "{user42}:b" share a slot. An empty tag ("{}x")
 // or an unclosed '{' hashes the whole key.
-func Of(key []byte) int {
-	for s := 0; s < len(key); s++ {
-		if key[s] != '{' {
-			continue
-		}
-		for e := s + 1; e < len(key); e++ {
-			if key[e] == '}' {
-				if e > s+1 {
-					key = key[s+1 : e]
-				}
-				break
-			}
-		}
-		break
-	}
-	return int(crc16(key) & (Count - 1))
-}
+func Of(key []byte) int { return of(key) }
 
 // OfString is Of for a string key.
-func OfString(key string) int {
+func OfString(key string) int { return of(key) }
+
+func of[K string | []byte](key K) int {
 	for s := 0; s < len(key); s++ {
 		if key[s] != '{' {
 			continue
@@ -52,14 +38,6 @@ func OfString(key string) int {
 		crc = crc<<8 ^ crcTable[byte(crc>>8)^key[i]]
 	}
 	return int(crc & (Count - 1))
-}
-
-func crc16(b []byte) uint16 {
-	var crc uint16
-	for _, c := range b {
-		crc = crc<<8 ^ crcTable[byte(crc>>8)^c]
-	}
-	return crc
 }
 
 // crcTable is CRC16-XMODEM's byte table, computed at start-up from the

@@ -171,3 +171,19 @@ func startRedisCluster(t *testing.T) string {
 	}
 	return addr
 }
+
+// crc16 is a bitwise CRC16-XMODEM, a reference independent of the table.
+func crc16(b []byte) uint16 {
+	var crc uint16
+	for _, c := range b {
+		crc ^= uint16(c) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
