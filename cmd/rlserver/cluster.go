@@ -206,7 +206,7 @@ type joiner interface {
 // redis-cli --tls would (signed by --tls-ca-cert-file or a system CA, for
 // the host named in --join).
 func joinOptions(c clusterOptions, requirePass string, sec security) joinTarget {
-	jo := joinTarget{Addr: c.join, User: c.joinUser, Password: c.joinPassword}
+	jo := joinTarget{Addr: c.join, User: c.joinUser, Password: c.joinPassword, Sharded: c.groups > 0}
 	if jo.Password == "" {
 		jo.Password = requirePass
 	}

@@ -7,8 +7,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +32,7 @@ type joinTarget struct {
 	User     string      // ACL user to AUTH as; "": the default user
 	Password string      // "": send no AUTH
 	TLS      *tls.Config // nil: plain TCP; else its client certificate, if any, is presented
+	Sharded  bool        // this node runs with --groups: the member must too
 }
 
 // Errors of a join that retrying cannot fix: the member refused what this
@@ -47,12 +50,14 @@ var (
 	// this node does not trust, or a client certificate the member refused
 	// (or needed and did not get).
 	errJoinTLS = errors.New("tls with the member failed")
+	// errJoinMode: one node is sharded (--groups), the other is not.
+	errJoinMode = errors.New("the member's cluster is of another kind")
 )
 
 // joinRefused reports whether err is one of the errors above, which only a
 // change of configuration fixes.
 func joinRefused(err error) bool {
-	return errors.Is(err, errJoinCredentials) || errors.Is(err, errJoinForbidden) || errors.Is(err, errJoinTLS)
+	return errors.Is(err, errJoinCredentials) || errors.Is(err, errJoinForbidden) || errors.Is(err, errJoinTLS) || errors.Is(err, errJoinMode)
 }
 
 // joinVia asks the member at t to add n, retrying until it succeeds, ctx
@@ -137,6 +142,13 @@ func join(ctx context.Context, t joinTarget, id, raftAddr string) error {
 		if strings.HasPrefix(line, "-") {
 			return strings.TrimSpace(line[1:]), nil
 		}
+		// A bulk string (CLUSTER MYID's id) has its payload on the next
+		// line: read it, so the next reply starts where it should.
+		if n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "$"))); strings.HasPrefix(line, "$") && err == nil && n >= 0 {
+			if _, err := io.ReadFull(r, make([]byte, n+2)); err != nil {
+				return "", tlsJoinErr(err)
+			}
+		}
 		return "", nil
 	}
 	refusal, err := send("PING")
@@ -163,6 +175,20 @@ func join(ctx context.Context, t joinTarget, id, raftAddr string) error {
 		case refusal != "":
 			return fmt.Errorf("%w (user %q): %s", errJoinCredentials, userName(t.User), refusal)
 		}
+	}
+	// A sharded member (--groups) answers CLUSTER MYID; one Raft group
+	// answers that cluster support is disabled. The two cannot mix: a
+	// node of the other kind would take the meta group for its only
+	// group and never open the data groups.
+	refusal, err = send("CLUSTER", "MYID")
+	if err != nil {
+		return err
+	}
+	switch memberSharded := refusal == ""; {
+	case memberSharded && !t.Sharded:
+		return fmt.Errorf("%w: the cluster is sharded (--groups): start this node with --groups too", errJoinMode)
+	case !memberSharded && t.Sharded && server.ErrorCode(refusal) == "ERR":
+		return fmt.Errorf("%w: the cluster is one Raft group: start this node without --groups", errJoinMode)
 	}
 	refusal, err = send("RL.CLUSTER", "JOIN", id, raftAddr)
 	if err != nil {

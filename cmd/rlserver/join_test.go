@@ -63,7 +63,11 @@ func (m *fakeMember) serve(c net.Conn) {
 		m.got = append(m.got, strings.Join(args, " "))
 		m.mu.Unlock()
 		reply, ok := m.replies[strings.ToUpper(args[0])]
-		if !ok {
+		switch {
+		case ok:
+		case strings.EqualFold(args[0], "CLUSTER"):
+			reply = "-ERR This instance has cluster support disabled" // one Raft group
+		default:
 			reply = "+OK"
 		}
 		c.Write([]byte(reply + "\r\n"))
@@ -89,6 +93,7 @@ func TestJoinRefusals(t *testing.T) {
 		password string
 		want     error  // nil: joined, or not refused when text is set
 		text     string // the error's text, when not refused
+		sharded  bool   // the joining node runs with --groups
 	}{
 		{name: "joined", replies: map[string]string{"PING": "+PONG"}, password: "pw"},
 		{name: "TLS-only member", replies: map[string]string{"PING": "-" + resp.TextNotTLS}, want: errJoinTLS},
@@ -100,10 +105,15 @@ func TestJoinRefusals(t *testing.T) {
 		{name: "standalone member", replies: map[string]string{"RL.CLUSTER": "-" + server.ErrTextNoCluster}, want: errJoinForbidden},
 		{name: "no leader yet", replies: map[string]string{"RL.CLUSTER": "-CLUSTERDOWN no leader"}, text: "CLUSTERDOWN no leader"},
 		{name: "other ERR", replies: map[string]string{"RL.CLUSTER": "-ERR something else"}, text: "ERR something else"},
+		{name: "sharded member, one-group node", replies: map[string]string{"CLUSTER": "$40\r\n" + strings.Repeat("a", 40)}, want: errJoinMode},
+		{name: "one-group member, sharded node", sharded: true, want: errJoinMode},
+		{name: "sharded member and node", replies: map[string]string{"CLUSTER": "$40\r\n" + strings.Repeat("a", 40)}, sharded: true},
+		// The id's line is read with it: the join's own refusal is seen.
+		{name: "sharded member refuses the join", replies: map[string]string{"CLUSTER": "$40\r\n" + strings.Repeat("a", 40), "RL.CLUSTER": "-ERR no"}, sharded: true, text: "ERR no"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := newFakeMember(t, c.replies)
-			err := join(context.Background(), joinTarget{Addr: m.ln.Addr().String(), User: c.user, Password: c.password}, "n4", "10.0.0.4:7000")
+			err := join(context.Background(), joinTarget{Addr: m.ln.Addr().String(), User: c.user, Password: c.password, Sharded: c.sharded}, "n4", "10.0.0.4:7000")
 			switch {
 			case c.want != nil:
 				if !errors.Is(err, c.want) || !joinRefused(err) {
@@ -121,13 +131,14 @@ func TestJoinRefusals(t *testing.T) {
 }
 
 // TestJoinCommands pins what a join sends: PING, AUTH with the user when
-// one is set, then RL.CLUSTER JOIN with this node's id and Raft address.
+// one is set, CLUSTER MYID (is the member sharded?), then RL.CLUSTER JOIN
+// with this node's id and Raft address.
 func TestJoinCommands(t *testing.T) {
 	m := newFakeMember(t, map[string]string{"PING": "+PONG"})
 	if err := join(context.Background(), joinTarget{Addr: m.ln.Addr().String(), User: "ops", Password: "pw"}, "n4", "10.0.0.4:7000"); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"PING", "AUTH ops pw", "RL.CLUSTER JOIN n4 10.0.0.4:7000"}
+	want := []string{"PING", "AUTH ops pw", "CLUSTER MYID", "RL.CLUSTER JOIN n4 10.0.0.4:7000"}
 	if got := m.commands(); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("sent %q, want %q", got, want)
 	}
@@ -135,7 +146,7 @@ func TestJoinCommands(t *testing.T) {
 	if err := join(context.Background(), joinTarget{Addr: m2.ln.Addr().String()}, "n4", "10.0.0.4:7000"); err != nil {
 		t.Fatal(err)
 	}
-	if got := m2.commands(); len(got) != 2 || got[1] != "RL.CLUSTER JOIN n4 10.0.0.4:7000" {
+	if got := m2.commands(); len(got) != 3 || got[2] != "RL.CLUSTER JOIN n4 10.0.0.4:7000" {
 		t.Errorf("without a password, sent %q", got)
 	}
 }
