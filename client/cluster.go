@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"github.com/rlserver/rlserver/slots"
 	"strings"
 	"time"
 
@@ -114,26 +115,8 @@ func (c *Client) resetCluster(ctx context.Context, keys []string) (int64, error)
 	return total, nil
 }
 
-// hashSlot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of the key,
-// or of its hash tag (the text between the first '{' and the next '}',
-// when not empty), modulo 16384. Keys with the same tag ("{user:42}:ip",
-// "{user:42}:login") share a slot, so RL.CHECK may take them together.
-func hashSlot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % 16384
-}
+// hashSlot is the Redis Cluster hash slot of key (slots.OfString: the
+// key's hash tag, when it has one, decides). Keys with the same tag
+// ("{user:42}:ip", "{user:42}:login") share a slot, so RL.CHECK may take
+// them together.
+func hashSlot(key string) int { return slots.OfString(key) }

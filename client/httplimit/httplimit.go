@@ -73,6 +73,15 @@ type Options struct {
 	Key KeyFunc
 	// Prefix starts every server key. Default "http:".
 	Prefix string
+	// HashTag puts the identity in a Redis Cluster hash tag:
+	// Prefix + name + ":{" + identity + "}". For a sharded server
+	// (--groups): the limits of a rule that count the same identity then
+	// share a hash slot, so a rule with several limits stays
+	// all-or-nothing instead of getting CROSSSLOT (limits keyed on
+	// different identities, a client IP and a user, still cannot share a
+	// slot). It changes every key: turn it on before the first request,
+	// not on a running deployment. Default off.
+	HashTag bool
 
 	// NoDraftHeaders drops RateLimit-Policy and RateLimit.
 	NoDraftHeaders bool
@@ -271,13 +280,13 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			return
 		}
 		active = []*limit{l}
-		d, err = m.o.Client.Limit(r.Context(), m.o.Prefix+l.Name+":"+key, l.Policy, opts...)
+		d, err = m.o.Client.Limit(r.Context(), m.serverKey(l.Name, key), l.Policy, opts...)
 	} else {
 		tiers := make([]client.Tier, 0, len(ru.limits))
 		for i := range ru.limits {
 			l := &ru.limits[i]
 			if key := l.Key(r); key != "" {
-				tiers = append(tiers, client.Tier{Policy: l.Name, Key: m.o.Prefix + l.Name + ":" + key})
+				tiers = append(tiers, client.Tier{Policy: l.Name, Key: m.serverKey(l.Name, key)})
 				active = append(active, l)
 			}
 		}

@@ -12,8 +12,17 @@ import (
 
 // KeyFunc returns the identity a limit counts a request against, or ""
 // when the request has none (then that limit does not apply to it). The
-// server key is Options.Prefix + the limit's Name + ":" + the identity.
+// server key is Options.Prefix + the limit's Name + ":" + the identity
+// (in braces with Options.HashTag).
 type KeyFunc func(r *http.Request) string
+
+// serverKey is the server key of limit name for identity key.
+func (m *Middleware) serverKey(name, key string) string {
+	if m.o.HashTag {
+		return m.o.Prefix + name + ":{" + key + "}"
+	}
+	return m.o.Prefix + name + ":" + key
+}
 
 // Forwarding headers ClientIP can read.
 const (
