@@ -93,18 +93,23 @@ func groupLeaders(n *cnode) map[int]string {
 
 // nodeInfoInt reads an integer field of n's INFO; -1 when it cannot.
 func nodeInfoInt(n *cnode, field string) int {
-	v, err := rawDo(n.respAddr, 2*time.Second, "INFO", "everything")
+	i, err := strconv.Atoi(nodeInfo(n, field))
 	if err != nil {
 		return -1
 	}
+	return i
+}
+
+// nodeInfo reads a field of n's INFO; "" when it cannot.
+func nodeInfo(n *cnode, field string) string {
+	v, err := rawDo(n.respAddr, 2*time.Second, "INFO", "everything")
+	if err != nil {
+		return ""
+	}
 	for _, line := range strings.Split(v.str, "\r\n") {
 		if k, val, ok := strings.Cut(line, ":"); ok && k == field {
-			i, err := strconv.Atoi(strings.TrimSpace(val))
-			if err != nil {
-				return -1
-			}
-			return i
+			return strings.TrimSpace(val)
 		}
 	}
-	return -1
+	return ""
 }

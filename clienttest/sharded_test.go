@@ -106,6 +106,13 @@ func TestShardedForward(t *testing.T) {
 	// preferred leader, n1.)
 	c.waitPreferred(4, 20*time.Second)
 	c.converge(20 * time.Second)
+	// INFO says which groups each node's counts cover: n1 leads 1 and 4.
+	for i, n := range c.nodes {
+		led := map[int]string{0: "1,4", 1: "2", 2: "3"}[i]
+		if g, l, r := nodeInfo(n, "cluster_groups"), nodeInfo(n, "cluster_led_groups"), nodeInfo(n, "cluster_replica_groups"); g != "4" || l != led || r != "1,2,3,4" {
+			t.Errorf("node %s INFO: cluster_groups %q, cluster_led_groups %q, cluster_replica_groups %q; want 4, %q, 1,2,3,4", n.id, g, l, r, led)
+		}
+	}
 	leaders := map[string]float64{}
 	groupKeys := map[string]float64{}
 	for _, n := range c.nodes {

@@ -235,7 +235,7 @@ func TestInfoClusterMoves(t *testing.T) {
 		if !maps.Equal(got, c.want) {
 			t.Errorf("%s: INFO cluster move fields %v\nwant %v", c.name, got, c.want)
 		}
-		if !strings.HasPrefix(text, "# Cluster\r\ncluster_enabled:1\r\ncluster_moves_in_progress:") ||
+		if !strings.HasPrefix(text, "# Cluster\r\ncluster_enabled:1\r\ncluster_groups:") || !strings.Contains(text, "\r\ncluster_moves_in_progress:") ||
 			!strings.HasSuffix(text, "cluster_rebalancing:"+map[bool]string{false: "0", true: "1"}[c.rebalancing]+"\r\n") {
 			t.Errorf("%s: INFO cluster = %q, want cluster_enabled, the move fields, cluster_rebalancing last", c.name, text)
 		}

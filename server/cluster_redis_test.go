@@ -145,9 +145,10 @@ func TestClusterRepliesMatchRedis(t *testing.T) {
 			}
 		}
 		// HELLO's mode and INFO's cluster section: Redis's lines, then
-		// rlserver's slot-move fields (info.go's writeMoveInfo; no move
-		// here).
-		moveFields := "cluster_moves_in_progress:0\r\ncluster_moves_finished:0\r\ncluster_rebalancing:0\r\n"
+		// rlserver's group and slot-move fields (info.go's writeGroupInfo
+		// and writeMoveInfo; the fake lists no groups and no move).
+		moveFields := "cluster_groups:0\r\ncluster_led_groups:\r\ncluster_replica_groups:\r\n" +
+			"cluster_moves_in_progress:0\r\ncluster_moves_finished:0\r\ncluster_rebalancing:0\r\n"
 		if rv, ov := red.do("INFO", "cluster"), rl.do("INFO", "cluster"); rv.text+moveFields != ov.text {
 			t.Errorf("RESP%d INFO cluster: Redis %q, rlserver %q, want Redis's followed by %q", proto, rv.text, ov.text, moveFields)
 		}

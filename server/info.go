@@ -163,13 +163,36 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 		// say whether the backend is replicated.
 		kv("cluster_enabled", b01(s.router != nil))
 		if s.router != nil {
-			writeMoveInfo(kv, s.router.Topology())
+			t := s.router.Topology()
+			writeGroupInfo(kv, t)
+			writeMoveInfo(kv, t)
 		}
 	case "policies":
 		s.writePolicyInfo(kv) // policy_cmd.go
 	case "keyspace":
 		s.writeKeyspaceInfo(kv) // memory.go: stored-key counts, no walk
 	}
+}
+
+// writeGroupInfo writes which data groups this node's counts cover:
+// cluster_groups (in the directory), cluster_led_groups (led here: what
+// DBSIZE counts with --cluster-redirect moved, and the keys RL.TOP sees)
+// and cluster_replica_groups (replicas here: what INFO keyspace counts),
+// as comma-separated group ids ("" for none).
+func writeGroupInfo(kv func(string, any), t status.Topology) {
+	var led, replicas []string
+	for _, g := range t.Groups {
+		id := strconv.FormatUint(uint64(g.ID), 10)
+		if g.Role != "" {
+			replicas = append(replicas, id)
+		}
+		if g.Role == "leader" {
+			led = append(led, id)
+		}
+	}
+	kv("cluster_groups", len(t.Groups))
+	kv("cluster_led_groups", strings.Join(led, ","))
+	kv("cluster_replica_groups", strings.Join(replicas, ","))
 }
 
 // writeMoveInfo writes the cluster section's slot-move fields (a
