@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,6 +32,13 @@ import (
 func TestShardedFailover(t *testing.T) {
 	c := startSharded(t, 3)
 	c.waitPreferred(3, 20*time.Second)
+	// redis-cli's own cluster checker finds a healthy Redis Cluster.
+	out, err := exec.Command("redis-cli", "--cluster", "check", c.nodes[1].respAddr).CombinedOutput()
+	for _, want := range []string{"[OK] All nodes agree about slots configuration.", "[OK] All 16384 slots covered.", "3 masters"} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("redis-cli --cluster check (%v): no %q in\n%s", err, want, out)
+		}
+	}
 	ld := startClusterLoad(t, c, 6, 48)
 	time.Sleep(500 * time.Millisecond)
 	var times []time.Duration
