@@ -61,18 +61,7 @@ var counterModel = porcupine.Model{
 		return out
 	},
 	Init: func() any { return int64(histCapacity) },
-	Step: func(state, input, output any) (bool, any) {
-		left, in, out := state.(int64), input.(allowIn), output.(allowOut)
-		ok := left >= in.cost
-		next := left
-		if ok {
-			next -= in.cost
-		}
-		if out.unknown {
-			return true, next
-		}
-		return out.allowed == ok && out.remaining == next, next
-	},
+	Step: stepCounter,
 	DescribeOperation: func(input, output any) string {
 		in, out := input.(allowIn), output.(allowOut)
 		if out.unknown {
@@ -117,19 +106,25 @@ func (h *history) count(what string) {
 	h.mu.Unlock()
 }
 
-// check runs porcupine over the history.
+// check runs porcupine with counterModel over the history.
 func (h *history) check(t *testing.T, timeout time.Duration) porcupine.CheckResult {
+	return h.checkModel(t, counterModel, timeout)
+}
+
+// checkModel runs porcupine with model over the history
+// (RL_PORCUPINE_HTML=file.html draws an illegal one).
+func (h *history) checkModel(t *testing.T, model porcupine.Model, timeout time.Duration) porcupine.CheckResult {
 	h.mu.Lock()
 	ops := slices.Clone(h.ops)
 	stats := fmt.Sprint(h.stats)
 	h.mu.Unlock()
 	start := time.Now()
-	res, info := porcupine.CheckOperationsVerbose(counterModel, ops, timeout)
+	res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
 	t.Logf("porcupine: %d operations %s: %s in %v", len(ops), stats, res, time.Since(start).Round(time.Millisecond))
 	if res == porcupine.Illegal && os.Getenv("RL_PORCUPINE_HTML") != "" {
 		f, err := os.Create(os.Getenv("RL_PORCUPINE_HTML"))
 		if err == nil {
-			porcupine.Visualize(counterModel, info, f)
+			porcupine.Visualize(model, info, f)
 			f.Close()
 			t.Logf("visualization written to %s", f.Name())
 		}

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,7 +37,12 @@ func TestShardedFailover(t *testing.T) {
 			t.Fatalf("redis-cli --cluster check (%v): no %q in\n%s", err, want, out)
 		}
 	}
-	ld := startClusterLoad(t, c, 6, 48)
+	var keys []string
+	for i := range 48 {
+		keys = append(keys, fmt.Sprintf("sk%d", i))
+	}
+	ld := startMoveLoad(t, c, 6, keys) // capacity histCapacity: counterModel
+
 	time.Sleep(500 * time.Millisecond)
 	var times []time.Duration
 	for g := 1; g <= 3; g++ {
@@ -149,49 +152,6 @@ func notApplied(err error) bool {
 		return true
 	}
 	return classify(err) == opNotApplied
-}
-
-type clusterLoad struct {
-	stop chan struct{}
-	wg   sync.WaitGroup
-	h    *history
-}
-
-func startClusterLoad(t *testing.T, c *pcluster, workers, keys int) *clusterLoad {
-	l := &clusterLoad{stop: make(chan struct{}), h: newHistory()}
-	for w := range workers {
-		cc := exactClusterClient(t, c)
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(w), 11))
-			for {
-				select {
-				case <-l.stop:
-					return
-				default:
-				}
-				in := allowIn{key: fmt.Sprintf("sk%d", rng.IntN(keys)), cost: 1 + rng.Int64N(2)}
-				call := time.Now()
-				ok, rem, err := allowCluster(context.Background(), cc, in.key, histCapacity, in.cost, 5*time.Second)
-				ret := time.Now()
-				switch {
-				case err == nil:
-					l.h.add(w, in, call, allowOut{allowed: ok, remaining: rem}, ret)
-				case notApplied(err):
-					l.h.count("not_applied")
-				default:
-					l.h.add(w, in, call, allowOut{unknown: true}, ret)
-				}
-			}
-		}()
-	}
-	return l
-}
-
-func (l *clusterLoad) end() {
-	close(l.stop)
-	l.wg.Wait()
 }
 
 // probeServedCluster measures how long after since key is served: it asks

@@ -79,21 +79,7 @@ func stepCounter(state, input, output any) (bool, any) {
 
 // checkMoves runs porcupine with moveModel over the history.
 func (h *history) checkMoves(t *testing.T, timeout time.Duration) porcupine.CheckResult {
-	h.mu.Lock()
-	ops := slices.Clone(h.ops)
-	stats := fmt.Sprint(h.stats)
-	h.mu.Unlock()
-	start := time.Now()
-	res, info := porcupine.CheckOperationsVerbose(moveModel, ops, timeout)
-	t.Logf("porcupine: %d operations %s: %s in %v", len(ops), stats, res, time.Since(start).Round(time.Millisecond))
-	if res == porcupine.Illegal && os.Getenv("RL_PORCUPINE_HTML") != "" {
-		if f, err := os.Create(os.Getenv("RL_PORCUPINE_HTML")); err == nil {
-			porcupine.Visualize(moveModel, info, f)
-			f.Close()
-			t.Logf("visualization written to %s", f.Name())
-		}
-	}
-	return res
+	return h.checkModel(t, moveModel, timeout)
 }
 
 // moveKeys returns the load's keys (every other one of small capacity): moveKeysIn whose slot is in
@@ -144,9 +130,10 @@ func startShardedEnv(t *testing.T, groups int, env []string, extra ...string) *p
 	return c
 }
 
-// moveLoad is startClusterLoad's exact go-redis load over a fixed key list,
-// with a gate: hold stops new operations and waits for those in flight, so
-// the replicas can be compared between moves.
+// moveLoad is an exact go-redis ClusterClient load (exactClusterClient,
+// allowCluster) over a fixed key list, each key at its moveCapacity, with
+// a gate: hold stops new operations and waits for those in flight, so the
+// replicas can be compared between moves.
 type moveLoad struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
