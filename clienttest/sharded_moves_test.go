@@ -210,14 +210,14 @@ func (h *history) snapshot() map[string]int {
 
 // moveLine is one line of RL.CLUSTER MOVES.
 type moveLine struct {
-	id             uint64
-	slots          string
-	from, to       int
-	state          string
-	keys           int
-	took           string
-	raw            string
-	found, errored bool
+	id       uint64
+	slots    string
+	from, to int
+	state    string
+	keys     int
+	took     string
+	raw      string
+	found    bool
 }
 
 // moveStatus asks the live nodes, in turn, for RL.CLUSTER MOVES and

@@ -9,15 +9,6 @@ import "bytes"
 // accepts exactly the frames the model accepts and writes the same error
 // line.
 
-// setLimits applies lim (normalized) to the frames whose headers come
-// next; a frame under way keeps the length it announced.
-func (v *guardValidator) setLimits(lim GuardLimits) {
-	lim = lim.Normalized()
-	v.maxArgs = uint64(lim.MaxArgs)
-	v.maxBulk = uint64(lim.MaxBulkLen)
-	v.maxInline = lim.MaxInlineLen
-}
-
 // guardState is where the validator is within the stream.
 type guardState uint8
 

@@ -592,18 +592,3 @@ func FuzzGuardPreAuth(f *testing.F) {
 		}
 	})
 }
-
-// guardStreamConn is a guardFakeConn whose reads may take part of a scripted
-// read, leaving the rest for the next, as a socket does.
-type guardStreamConn struct{ guardFakeConn }
-
-func (c *guardStreamConn) Read(p []byte) (int, error) {
-	if len(c.reads) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p, c.reads[0])
-	if c.reads[0] = c.reads[0][n:]; c.reads[0] == "" {
-		c.reads = c.reads[1:]
-	}
-	return n, nil
-}

@@ -126,10 +126,6 @@ func (us *users) authenticate(name, pass []byte) *aclUser {
 
 func (us *users) defaultUser() *aclUser { return us.users["default"] }
 
-// open reports whether connections start authenticated as the default
-// user: it is on and needs no password.
-func (us *users) open() bool { return us.acl.Open() }
-
 // checkACL is process's permission check for an authenticated user: ""
 // when u may run cmd with these keys, else the error reply (counted).
 func (s *Server) checkACL(c *client, u *aclUser, cmd *command, args [][]byte) string {
