@@ -19,9 +19,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/rlserver/rlserver/bench/internal/benchproc"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,9 +50,9 @@ func main() {
 	}
 	for _, mode := range splitComma(*modes) {
 		groups := makeGroups(mode, *keys, *tiers, *shards)
-		cpu0 := cpuTime(*pid)
+		cpu0 := benchproc.CPUTime(*pid)
 		n, elapsed := run(ctx, c, groups, *conns, *pipeline, *duration)
-		cpu := cpuTime(*pid) - cpu0
+		cpu := benchproc.CPUTime(*pid) - cpu0
 		t := (len(groups[0]) - 1) / 2
 		if mode == "allow" {
 			t = 1
@@ -65,27 +64,6 @@ func main() {
 		fmt.Printf("%-6s tiers=%d conns=%d pipeline=%d: %9.0f commands/s (%d in %v)%s\n",
 			mode, t, *conns, *pipeline, float64(n)/elapsed.Seconds(), n, elapsed.Round(time.Millisecond), perCmd)
 	}
-}
-
-// cpuTime is the user+system CPU time of process pid (0: none), from
-// /proc/pid/stat in clock ticks of 10 ms.
-func cpuTime(pid int) time.Duration {
-	if pid <= 0 {
-		return 0
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name (in parentheses, which may hold spaces).
-	rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
-	f := strings.Fields(rest)
-	if len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 func splitComma(s string) []string {

@@ -43,6 +43,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/rlserver/rlserver/bench/internal/benchproc"
 	"math"
 	"os"
 	"os/exec"
@@ -252,7 +253,7 @@ type refs struct {
 // reaches with this load generator on this machine.
 func measureNoop(ctx context.Context, cfg config, tmp string, cases []benchCase) ([2]result, error) {
 	var out [2]result
-	ports, err := freePorts(1)
+	ports, err := benchproc.FreePorts(1)
 	if err != nil {
 		return out, err
 	}
@@ -289,7 +290,7 @@ func caseIndex(cases []benchCase, name string, pipeline int) int {
 // startBoth starts redis-server with the script loaded and rlserver, each on
 // a free loopback port with a data folder under tmp.
 func startBoth(cfg config, tmp, phase, script string) (rl, redis *server, sha string, err error) {
-	ports, err := freePorts(2)
+	ports, err := benchproc.FreePorts(2)
 	if err != nil {
 		return nil, nil, "", err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,29 +29,6 @@ type server struct {
 var procs struct {
 	sync.Mutex
 	list []*server
-}
-
-// freePorts returns n distinct free loopback ports. All listeners stay open
-// until every port is chosen, so the kernel cannot hand out one twice; a
-// port can still be taken by someone else before the server binds it, which
-// start reports as a failed start.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // start runs cmdline (a binary, then its arguments), output to

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"github.com/rlserver/rlserver/bench/internal/benchproc"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,32 +30,12 @@ type deployment struct {
 	admin   []*redis.Client // one plain connection pool per process
 }
 
-// freePorts returns n distinct loopback ports that were free a moment ago.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 // startDeployment starts three processes with --groups groups. quota > 0
 // puts each process in a cgroup of its own limited to that share of one
 // core (the load generator stays outside). extra flags go to every
 // process.
 func startDeployment(bin, dir string, groups int, quota float64, extra []string) (*deployment, error) {
-	ports, err := freePorts(6)
+	ports, err := benchproc.FreePorts(6)
 	if err != nil {
 		return nil, err
 	}
@@ -251,26 +231,6 @@ func (d *deployment) waitLeaders(groups int, deadline time.Time) error {
 	return fmt.Errorf("leaders not spread in time (last: %+v); logs in %s", last, d.dir)
 }
 
-// cpuTicks is a process's utime+stime in clock ticks (/proc/pid/stat).
-func cpuTicks(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The command name may hold spaces: fields count from after its ')'.
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 {
-		s = s[i+2:]
-	}
-	f := strings.Fields(s)
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + st
-}
-
 // clockTick is USER_HZ; 100 on every Linux architecture Go supports.
 const clockTick = 100
 
@@ -278,7 +238,7 @@ const clockTick = 100
 func (d *deployment) cpuSample() []int64 {
 	var out []int64
 	for _, p := range d.pids() {
-		out = append(out, cpuTicks(p))
+		out = append(out, int64(benchproc.CPUTime(p)*clockTick/time.Second))
 	}
 	return out
 }
