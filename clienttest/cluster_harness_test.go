@@ -54,6 +54,12 @@ type pcluster struct {
 // every node knows the leader.
 func startCluster(t *testing.T, bin string, extra ...string) *pcluster {
 	t.Helper()
+	return startClusterOf(t, bin, threeNodes(t), extra...)
+}
+
+// threeNodes are n1, n2 and n3 on fresh loopback ports, each with a
+// temporary folder.
+func threeNodes(t *testing.T) []*cnode {
 	var nodes []*cnode
 	for i := range 3 {
 		nodes = append(nodes, &cnode{
@@ -63,7 +69,7 @@ func startCluster(t *testing.T, bin string, extra ...string) *pcluster {
 			dir:      t.TempDir(),
 		})
 	}
-	return startClusterOf(t, bin, nodes, extra...)
+	return nodes
 }
 
 // startClusterOf starts the given nodes (ids, addresses, folders and

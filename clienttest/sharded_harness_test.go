@@ -14,7 +14,19 @@ import (
 // every node sees a leader in every group.
 func startSharded(t *testing.T, groups int, extra ...string) *pcluster {
 	t.Helper()
-	c := startCluster(t, serverBin, append([]string{"--groups", strconv.Itoa(groups)}, extra...)...)
+	return startShardedEnv(t, groups, nil, extra...)
+}
+
+// startShardedEnv starts three nodes, each process with env in its
+// environment, with groups data groups, and waits until every node sees a
+// leader in every group.
+func startShardedEnv(t *testing.T, groups int, env []string, extra ...string) *pcluster {
+	t.Helper()
+	nodes := threeNodes(t)
+	for _, n := range nodes {
+		n.env = env
+	}
+	c := startClusterOf(t, serverBin, nodes, append([]string{"--groups", strconv.Itoa(groups)}, extra...)...)
 	c.waitGroups(groups, 20*time.Second)
 	return c
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -108,26 +107,6 @@ func moveKeys() []string {
 		}
 	}
 	return append(append(in, lo...), hi...)
-}
-
-// startShardedEnv starts three nodes, each process with env in its
-// environment, with groups data groups, and waits until every node sees a
-// leader in every group.
-func startShardedEnv(t *testing.T, groups int, env []string, extra ...string) *pcluster {
-	t.Helper()
-	var nodes []*cnode
-	for i := range 3 {
-		nodes = append(nodes, &cnode{
-			id:       fmt.Sprintf("n%d", i+1),
-			respAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))),
-			raftAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))),
-			dir:      t.TempDir(),
-			env:      env,
-		})
-	}
-	c := startClusterOf(t, serverBin, nodes, append([]string{"--groups", strconv.Itoa(groups)}, extra...)...)
-	c.waitGroups(groups, 20*time.Second)
-	return c
 }
 
 // moveLoad is an exact go-redis ClusterClient load (exactClusterClient,
