@@ -1,4 +1,4 @@
 package engine
 
 // NumKinds bounds the Kind values: every Kind is below it.
-const NumKinds = int(KindShape) + 1
+const NumKinds = int(KindZSet) + 1

@@ -187,6 +187,9 @@ func (e *Engine) split(b *batch, reqs []Request, from int) int {
 						return i
 					}
 				}
+				if reqs[i].Op == OpCmd && !onOneShard(&reqs[i], si, n) {
+					return i
+				}
 			}
 			b.idx[si] = append(b.idx[si], ^int32(i))
 			b.groups[si] = true
@@ -231,6 +234,11 @@ func (e *Engine) cross(b *batch, nowNanos int64, reqs []Request, res []Result) {
 		of = append(of, int32(ShardOf(reqs[k].Key, n)))
 	}
 	held := append(b.held[:0], of...)
+	for k := range reqs {
+		if reqs[k].Op == OpCmd {
+			held = cmdShards(held, &reqs[k], n)
+		}
+	}
 	slices.Sort(held)
 	held = slices.Compact(held)
 	b.of, b.held = of, held // keep the grown buffers
@@ -239,11 +247,23 @@ func (e *Engine) cross(b *batch, nowNanos int64, reqs []Request, res []Result) {
 		e.shards[si].ch <- job{fn: b.park, done: b.done}
 		<-b.parked
 	}
+	now := nowNanos
 	for _, si := range held {
 		e.shards[si].advance(nowNanos)
+		now = max(now, e.shards[si].now)
 	}
 	for g := 0; g < len(reqs); {
 		end := groupEnd(reqs, g)
+		if reqs[g].Op == OpCmd {
+			// A data command over several shards sees them all, at the
+			// latest of their times (each shard's never runs backwards).
+			for _, si := range held {
+				e.shards[si].advance(now)
+			}
+			res[g] = Result{Reply: string(reqs[g].Cmd.Exec(&crossView{e: e, now: now}, nil))}
+			g = end
+			continue
+		}
 		decideGroup(reqs[g:end], res[g:end], func(k int) *shard { return e.shards[of[g+k]] })
 		g = end
 	}
@@ -271,6 +291,10 @@ func groupRun(reqs []Request, i int) int {
 // Request.Tiers). at(k) is the shard that owns reqs[k].Key, advanced to
 // now, which the caller has to itself until decideGroup returns.
 func decideGroup(reqs []Request, res []Result, at func(k int) *shard) {
+	if reqs[0].Op == OpCmd && len(reqs) == 1 {
+		at(0).apply(&reqs[0], &res[0]) // a data command whose keys share a shard
+		return
+	}
 	if err := groupError(reqs); err != nil {
 		for k := range reqs {
 			res[k] = Result{Err: err}

@@ -5,7 +5,11 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"math"
 	"slices"
+	"unsafe"
+
+	"github.com/rlserver/rlserver/values"
 )
 
 // Memory limits: the engine's side of maxmemory.
@@ -51,7 +55,7 @@ type Usage struct {
 // table: one short job per shard, O(shards), whatever the key count.
 func (e *Engine) Usage(ctx context.Context) (Usage, error) {
 	per := make([]Usage, len(e.shards))
-	err := e.onEach(ctx, func(i int, s *shard) { per[i] = s.tab.usage() })
+	err := e.onEach(ctx, func(i int, s *shard) { per[i] = s.usage() })
 	var u Usage
 	for _, p := range per {
 		for k, n := range p.Keys {
@@ -64,10 +68,23 @@ func (e *Engine) Usage(ctx context.Context) (Usage, error) {
 	return u, err
 }
 
+// usage is the shard's Usage: its table's, with data keys counted by
+// their type and their entries charged.
+func (s *shard) usage() Usage {
+	u := s.tab.usage()
+	for t, n := range s.types {
+		if n > 0 {
+			u.Keys[dataKind(values.Type(t))] += n
+		}
+	}
+	u.Charged += int64(s.tab.kinds[kindData]) * int64(unsafe.Sizeof(values.Entry{}))
+	return u
+}
+
 func (t *table) usage() Usage {
 	var u Usage
 	for k, n := range t.kinds {
-		if v := int(Kind(k).visible()); v < NumKinds {
+		if v := int(Kind(k).visible()); v < NumKinds && Kind(k) != kindData {
 			u.Keys[v] += n
 		}
 	}
@@ -214,7 +231,7 @@ func (s *shard) evictCandidates(r EvictRange) []evictCand {
 		if sl.used() {
 			key := keyOf(t.arena, sl)
 			if h := hashKey(key); h >= r.From && h <= r.To {
-				if exp := s.expiresAt(sl.kind(), sl.val); exp > s.now {
+				if exp := s.expiresAt(sl.kind(), sl.val); exp > s.now && exp != math.MaxInt64 {
 					out = append(out, evictCand{expires: exp, hash: h, key: bytes.Clone(key)})
 				}
 			}

@@ -195,6 +195,8 @@ func (x *exporter) abort(s *shard) {
 func (s *shard) record(key []byte, k Kind, v int64) Record {
 	rec := Record{Key: string(key), Kind: k.visible()}
 	switch k {
+	case kindData:
+		rec.Kind, rec.Fields = s.dataRecord(v)
 	case KindGCRA, KindShape:
 		rec.Fields = []int64{v}
 	case kindGCRAScaled, kindShapeScaled:
@@ -295,6 +297,8 @@ func checkRecord(rec *Record) string {
 		if len(f) != 4 || !window(f[1]) || !aligned(f[0], f[1]) || !count(f[2]) || !count(f[3]) || f[2]+f[3] == 0 {
 			return "want [end, window, cur, prev] with end a multiple of window and a count >= 1"
 		}
+	case KindString, KindHash, KindZSet:
+		return checkDataRecord(rec)
 	case KindLog:
 		if len(f) < 2 || len(f) > 1+MaxLogLimit || !window(f[0]) {
 			return "want [window, t1, ..., tn] with 1 <= n <= MaxLogLimit"
@@ -321,6 +325,11 @@ func (s *shard) put(rec *Record) {
 	}
 	s.dirty++
 	f := rec.Fields
+	switch rec.Kind {
+	case KindString, KindHash, KindZSet:
+		s.putData(key, h, rec)
+		return
+	}
 	// The state is built, and its expiry found, before insert, which may
 	// rebuild the table and renumber the slabs.
 	var (

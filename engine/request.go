@@ -15,7 +15,8 @@ const (
 	// OpExists reports whether the key holds live state; Result.Value is 0 or 1.
 	OpExists Op = 3
 	// OpTTL reports the nanoseconds until the key's state is empty again
-	// in Result.Value (-2 when the key is missing) and its kind in Result.Kind.
+	// in Result.Value (-2 when the key is missing, -1 for a data key
+	// without a TTL) and its kind in Result.Kind.
 	OpTTL Op = 4
 	// OpFixed is a fixed window decision (RL.FIXED).
 	OpFixed Op = 5
@@ -61,6 +62,12 @@ func (k Kind) String() string {
 		return "rl-log"
 	case KindShape, kindShapeScaled:
 		return "rl-shape"
+	case KindString:
+		return "string"
+	case KindHash:
+		return "hash"
+	case KindZSet:
+		return "zset"
 	default:
 		return "none"
 	}
@@ -158,13 +165,17 @@ type Request struct {
 	Scaled bool
 
 	// Op, ReadOnly, Tiers and Scaled share the word before Key: a
-	// Request is 64 bytes, one cache line (TestRequestSize).
+	// Request is 80 bytes (TestRequestSize).
 
 	Key      []byte // the key; any bytes
 	Interval int64  // GCRA, SHAPE: emission interval T in ns (>= 1)
 	Limit    int64  // GCRA: bucket capacity in tokens (tau = Limit*Interval); FIXED, SLIDING, LOG: most units per window; SHAPE: queue capacity in units
 	Window   int64  // FIXED, SLIDING, LOG: window length in ns (>= 1)
 	Cost     int64  // tokens (units) this call takes (>= 0)
+
+	// Cmd is the data command of an OpCmd request (data.go), nil
+	// otherwise.
+	Cmd Command
 }
 
 // Result is the outcome of one Request. Durations are in nanoseconds;
@@ -172,12 +183,13 @@ type Request struct {
 type Result struct {
 	Err        error // ErrWrongType; nil otherwise
 	Allowed    bool
-	Limit      int64 // the limit the decision was taken against
-	Remaining  int64 // whole tokens (or requests) left after this call
-	RetryAfter int64 // ns until the same call would be allowed; 0 when allowed, -1 never
-	ResetAfter int64 // ns until the state is empty (bucket full) again
-	Delay      int64 // SHAPE: ns the caller waits before proceeding when admitted; -1 when rejected
-	Queued     int64 // SHAPE: units in the queue at now, this call's included when admitted (then <= capacity; a queue built under another rate or capacity can exceed it)
-	Value      int64 // OpDel, OpExists, OpTTL: see the Op
-	Kind       Kind  // OpTTL: the key's kind
+	Limit      int64  // the limit the decision was taken against
+	Remaining  int64  // whole tokens (or requests) left after this call
+	RetryAfter int64  // ns until the same call would be allowed; 0 when allowed, -1 never
+	ResetAfter int64  // ns until the state is empty (bucket full) again
+	Delay      int64  // SHAPE: ns the caller waits before proceeding when admitted; -1 when rejected
+	Queued     int64  // SHAPE: units in the queue at now, this call's included when admitted (then <= capacity; a queue built under another rate or capacity can exceed it)
+	Value      int64  // OpDel, OpExists, OpTTL: see the Op
+	Kind       Kind   // OpTTL: the key's kind
+	Reply      string // OpCmd: the command's reply, RESP (a string keeps Result comparable)
 }

@@ -3,6 +3,8 @@ package engine
 import (
 	"math"
 	"sync/atomic"
+
+	"github.com/rlserver/rlserver/values"
 )
 
 // shard owns a partition of the keys. Only the shard's goroutine (run)
@@ -17,6 +19,8 @@ type shard struct {
 	sliding  slab[slidingState] // sliding window counters
 	log      slab[logState]     // sliding window logs
 	scaled   slab[scaledState]  // GCRA and SHAPE states kept with their parameters (scaled.go)
+	data     slab[values.Entry] // data keys: strings, hashes, sorted sets (data.go)
+	types    [4]int             // data keys by values.Type
 	sweepAt  int                // the slot the next sweep starts at
 	walks    []*exporter        // exports in progress (record.go)
 	retired  []*region          // arrays of replaced tables that exports still read (memory.go)
@@ -136,6 +140,8 @@ func (s *shard) emptyAt(k Kind, v int64) int64 {
 		return s.sliding.vals[v].expiresAt()
 	case KindLog:
 		return s.log.vals[v].expiresAt()
+	case kindData:
+		return dataExpiresAt(&s.data.vals[v])
 	}
 	panic("engine: unknown kind in index")
 }
@@ -175,6 +181,9 @@ func (s *shard) free(k Kind, v int64) {
 		s.log.del(v)
 	case kindGCRAScaled, kindShapeScaled:
 		s.scaled.del(v)
+	case kindData:
+		s.types[s.data.vals[v].Type()]--
+		s.data.del(v)
 	}
 }
 
@@ -201,8 +210,9 @@ func (s *shard) rebuild() {
 	var sliding slab[slidingState]
 	var log slab[logState]
 	var scaled slab[scaledState]
+	var data slab[values.Entry]
 	compactFixed, compactSliding, compactLog := s.fixed.sparse(), s.sliding.sparse(), s.log.sparse()
-	compactScaled := s.scaled.sparse()
+	compactScaled, compactData := s.scaled.sparse(), s.data.sparse()
 	remap := func(k Kind, v int64) int64 {
 		switch {
 		case k == KindFixed && compactFixed:
@@ -213,6 +223,8 @@ func (s *shard) rebuild() {
 			return log.add(s.log.vals[v])
 		case (k == kindGCRAScaled || k == kindShapeScaled) && compactScaled:
 			return scaled.add(s.scaled.vals[v])
+		case k == kindData && compactData:
+			return data.add(s.data.vals[v])
 		}
 		return v
 	}
@@ -229,6 +241,9 @@ func (s *shard) rebuild() {
 	}
 	if compactScaled {
 		s.scaled = scaled
+	}
+	if compactData {
+		s.data = data
 	}
 	for _, x := range s.walks {
 		x.freeze(old.arena)
@@ -259,6 +274,8 @@ func (s *shard) apply(r *Request, out *Result) {
 		s.applyLog(r, out)
 	case OpShape:
 		s.applyBucket(KindShape, r, out, shape)
+	case OpCmd:
+		out.Reply = string(r.Cmd.Exec(s, nil))
 	case OpDel:
 		if i, ok := s.lookup(r.Key, hashKey(r.Key)); ok {
 			s.remove(i)
@@ -275,8 +292,8 @@ func (s *shard) apply(r *Request, out *Result) {
 			sl := &s.tab.slots[i]
 			// Until the state is empty; a key held to the end of its
 			// millisecond after that reports 1 ns (PTTL 1).
-			out.Value = max(s.emptyAt(sl.kind(), sl.val)-s.now, 1)
-			out.Kind = sl.kind().visible()
+			out.Value = s.TTL(r.Key)
+			out.Kind = s.visibleKind(sl)
 		}
 	default:
 		panic("engine: unknown op")
@@ -398,7 +415,7 @@ func (s *shard) countKinds(now int64) [NumKinds]int {
 	var n [NumKinds]int
 	for i := range s.tab.slots {
 		if sl := &s.tab.slots[i]; sl.used() && s.expiresAt(sl.kind(), sl.val) > s.now {
-			n[sl.kind().visible()]++
+			n[s.visibleKind(sl)]++
 		}
 	}
 	return n
@@ -419,6 +436,8 @@ func (s *shard) flush() {
 	s.sliding.reset()
 	s.log.reset()
 	s.scaled.reset()
+	s.data.reset()
+	s.types = [4]int{}
 }
 
 // ceilMilli rounds a time in nanoseconds up to a whole millisecond.

@@ -20,6 +20,11 @@ func Validate(r *Request) error {
 			return ErrBadRequest
 		}
 		return nil
+	case OpCmd:
+		if r.Cmd == nil || r.Tiers > 1 {
+			return ErrBadRequest
+		}
+		return nil
 	case OpGCRA, OpShape:
 		if r.Interval < 1 || r.Limit < 1 || r.Limit > MaxDuration/r.Interval {
 			return ErrBadRequest

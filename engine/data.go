@@ -1,0 +1,264 @@
+package engine
+
+import (
+	"encoding/binary"
+	"hash/fnv"
+	"math"
+
+	"github.com/rlserver/rlserver/values"
+)
+
+// Data keys: Redis's strings, hashes and sorted sets (package values),
+// with an optional expiry, on the same shards and tables as the limiter
+// kinds. Package kv runs Redis's commands on them through a Keyspace; the
+// engine stores one values.Entry per key in the shard's data slab and
+// never looks inside a value.
+//
+// A data key's slot has kind kindData (0, with the used bit set, so it is
+// never mistaken for an empty slot) and its slab index as value. Records,
+// TYPE and the key counts show it as KindString, KindHash or KindZSet by
+// the entry's type.
+
+// kindData is the slot kind of every data key.
+const kindData Kind = 0
+
+// Kinds of data keys, as records, TYPE and the key counts show them.
+const (
+	KindString Kind = 8
+	KindHash   Kind = 9
+	KindZSet   Kind = 10
+)
+
+// dataKind is the Kind of an entry's type.
+func dataKind(t values.Type) Kind {
+	return KindString + Kind(t-values.TypeString)
+}
+
+// OpCmd runs a data command (Request.Cmd).
+const OpCmd Op = 9
+
+// Command is one Redis data command, or a transaction of them, built by
+// package kv. The engine runs it on the shards of its keys, atomically: no
+// other request on those shards runs while it does.
+type Command interface {
+	// Keys lists every key the command may read or write; Request.Key is
+	// the first. A command with no key runs on the shard of Request.Key.
+	Keys() [][]byte
+	// Exec runs the command and appends its reply (RESP) to dst.
+	Exec(ks Keyspace, dst []byte) []byte
+}
+
+// Keyspace is what a Command sees of the engine while it runs: the keys
+// of its shards at the stamped time. Pointers it returns stay valid until
+// the next Create or Delete.
+type Keyspace interface {
+	// Now is the time of the command in Unix nanoseconds: the stamped
+	// time of its batch, clamped so it never runs backwards.
+	Now() int64
+	// Get returns the key's data entry, nil when the key is missing
+	// (expired keys are missing), or ErrWrongType when it holds limiter
+	// state.
+	Get(key []byte) (*values.Entry, error)
+	// Create adds key, which must be missing, with an empty entry that
+	// the caller fills, or fails with ErrOOM in no-create mode.
+	Create(key []byte) (*values.Entry, error)
+	// Delete removes the key, of any kind, and reports whether it
+	// existed.
+	Delete(key []byte) bool
+	// Kind is the kind of the key's live state, KindNone when missing.
+	Kind(key []byte) Kind
+	// TTL is the nanoseconds until the key expires: -1 when it never
+	// does, -2 when it is missing. A limiter key expires when its state
+	// is empty again.
+	TTL(key []byte) int64
+	// Changed records that the command modified key's entry in place.
+	Changed(key []byte)
+	// Digest is a hash of the key's whole state (kind, value, expiry), 0
+	// when it is missing: WATCH compares it.
+	Digest(key []byte) uint64
+}
+
+// CommandRequest is the request that runs cmd. A command whose keys may
+// lie on several shards is a group of one (Tiers 1), so the engine takes
+// hold of every shard it needs.
+func CommandRequest(cmd Command, readOnly bool) Request {
+	r := Request{Op: OpCmd, Cmd: cmd, ReadOnly: readOnly}
+	if keys := cmd.Keys(); len(keys) > 0 {
+		r.Key = keys[0]
+		if len(keys) > 1 {
+			r.Tiers = 1
+		}
+	}
+	return r
+}
+
+// The shard is the Keyspace of a command whose keys are all its own.
+
+// Now implements Keyspace.
+func (s *shard) Now() int64 { return s.now }
+
+// Get implements Keyspace.
+func (s *shard) Get(key []byte) (*values.Entry, error) {
+	i, ok := s.lookup(key, hashKey(key))
+	if !ok {
+		return nil, nil
+	}
+	sl := &s.tab.slots[i]
+	if sl.kind() != kindData {
+		return nil, ErrWrongType
+	}
+	return &s.data.vals[sl.val], nil
+}
+
+// Create implements Keyspace.
+func (s *shard) Create(key []byte) (*values.Entry, error) {
+	if s.noCreate {
+		return nil, ErrOOM
+	}
+	i := s.insert(key, hashKey(key), kindData)
+	v := s.data.add(values.Entry{})
+	s.tab.slots[i].val = v
+	s.types[values.TypeString]++
+	s.dirty++
+	return &s.data.vals[v], nil
+}
+
+// Delete implements Keyspace.
+func (s *shard) Delete(key []byte) bool {
+	i, ok := s.lookup(key, hashKey(key))
+	if ok {
+		s.remove(i)
+		s.dirty++
+	}
+	return ok
+}
+
+// Kind implements Keyspace.
+func (s *shard) Kind(key []byte) Kind {
+	i, ok := s.lookup(key, hashKey(key))
+	if !ok {
+		return KindNone
+	}
+	return s.visibleKind(&s.tab.slots[i])
+}
+
+// TTL implements Keyspace.
+func (s *shard) TTL(key []byte) int64 {
+	i, ok := s.lookup(key, hashKey(key))
+	if !ok {
+		return -2
+	}
+	sl := &s.tab.slots[i]
+	if sl.kind() == kindData {
+		if exp := s.data.vals[sl.val].Expire; exp != 0 {
+			return exp - s.now
+		}
+		return -1
+	}
+	return max(s.emptyAt(sl.kind(), sl.val)-s.now, 1)
+}
+
+// Changed implements Keyspace.
+func (s *shard) Changed([]byte) { s.dirty++ }
+
+// Digest implements Keyspace.
+func (s *shard) Digest(key []byte) uint64 {
+	i, ok := s.lookup(key, hashKey(key))
+	if !ok {
+		return 0
+	}
+	sl := &s.tab.slots[i]
+	rec := s.record(key, sl.kind(), sl.val)
+	h := fnv.New64a()
+	var w [8]byte
+	h.Write([]byte{byte(rec.Kind)})
+	for _, f := range rec.Fields {
+		binary.LittleEndian.PutUint64(w[:], uint64(f))
+		h.Write(w[:])
+	}
+	return h.Sum64() | 1
+}
+
+// visibleKind is the Kind a used slot shows.
+func (s *shard) visibleKind(sl *slot) Kind {
+	if k := sl.kind(); k != kindData {
+		return k.visible()
+	}
+	return dataKind(s.data.vals[sl.val].Type())
+}
+
+// dataExpiresAt is when a data entry expires: never (MaxInt64) without a
+// TTL.
+func dataExpiresAt(e *values.Entry) int64 {
+	if e.Expire == 0 {
+		return math.MaxInt64
+	}
+	return e.Expire
+}
+
+// crossView is the Keyspace of a command whose keys lie on several
+// shards, all held by the caller (Engine.cross) and advanced to now.
+type crossView struct {
+	e   *Engine
+	now int64
+}
+
+func (v *crossView) at(key []byte) *shard {
+	return v.e.shards[ShardOf(key, len(v.e.shards))]
+}
+
+func (v *crossView) Now() int64                               { return v.now }
+func (v *crossView) Get(key []byte) (*values.Entry, error)    { return v.at(key).Get(key) }
+func (v *crossView) Create(key []byte) (*values.Entry, error) { return v.at(key).Create(key) }
+func (v *crossView) Delete(key []byte) bool                   { return v.at(key).Delete(key) }
+func (v *crossView) Kind(key []byte) Kind                     { return v.at(key).Kind(key) }
+func (v *crossView) TTL(key []byte) int64                     { return v.at(key).TTL(key) }
+func (v *crossView) Changed(key []byte)                       { v.at(key).Changed(key) }
+func (v *crossView) Digest(key []byte) uint64                 { return v.at(key).Digest(key) }
+
+// cmdShards appends the shards of every key of r's command.
+func cmdShards(dst []int32, r *Request, n int) []int32 {
+	for _, k := range r.Cmd.Keys() {
+		dst = append(dst, int32(ShardOf(k, n)))
+	}
+	return dst
+}
+
+// onOneShard reports whether every key of r's command lives on shard si.
+func onOneShard(r *Request, si, n int) bool {
+	for _, k := range r.Cmd.Keys() {
+		if ShardOf(k, n) != si {
+			return false
+		}
+	}
+	return true
+}
+
+// dataRecordFields returns a data key's record fields.
+func (s *shard) dataRecord(v int64) (Kind, []int64) {
+	e := &s.data.vals[v]
+	return dataKind(e.Type()), values.AppendFields(nil, e)
+}
+
+// checkDataRecord reports why rec is not a data key's record, or "".
+func checkDataRecord(rec *Record) string {
+	e, err := values.FromFields(rec.Fields)
+	if err != nil {
+		return "invalid data value"
+	}
+	if dataKind(e.Type()) != rec.Kind {
+		return "the value's type is not the record's kind"
+	}
+	return ""
+}
+
+// putData stores a data record (checked) under key, unless it expired.
+func (s *shard) putData(key []byte, h uint64, rec *Record) {
+	e, _ := values.FromFields(rec.Fields)
+	if dataExpiresAt(&e) <= s.now {
+		return
+	}
+	i := s.insert(key, h, kindData)
+	s.tab.slots[i].val = s.data.add(e)
+	s.types[e.Type()]++
+}
