@@ -75,8 +75,6 @@ clean:
 bench-compare:
 	GO="$(GO)" bash bench/compare.sh
 
-# The replicated throughput (three local Raft nodes, fsync on) side by side
-# with standalone Redis + Lua (bench/cluster-compare.sh).
 # The disk-fault tests repeated: 20 follower disk faults, 5 of the
 # window after one, 5 leader disk faults (clienttest/diskfault_test.go;
 # needs root for tmpfs). About two minutes.
@@ -91,15 +89,26 @@ soak:
 soak-moves:
 	RL_MOVE_ROUNDS=40 $(GO) test -race -count=1 -timeout 20m -run 'TestShardedMovesLinearizable' -v ./clienttest/
 
-# The network-fault tests repeated: three rounds of each fault (leader
-# isolated, majority/minority split, bridge, changing partitions, 20%
-# packet loss) held 8 s instead of 3 (clienttest/netfault_test.go; needs
-# root for network namespaces). RLSERVER_FAULT_SEED=n repeats a run of
-# changing partitions. About three minutes.
+# Every fault test, the long version (CI's make test runs each once, short):
+# - the network faults (clienttest/netfault_test.go; RLSERVER_FAULTS=1):
+#   three rounds of each (leader isolated, majority/minority split, bridge,
+#   changing partitions, 20% packet loss) held 8 s instead of 3, and the
+#   planted acknowledge-before-commit build, which porcupine must reject
+#   under a bridge partition; RLSERVER_FAULT_SEED=n repeats a run of
+#   changing partitions;
+# - the full disks (clienttest/diskfault_test.go; RLSERVER_SOAK=1, as in
+#   make soak): 20 follower faults, 5 of the window after one, 5 leader
+#   faults;
+# - the stalled disks (clienttest/diskstall_test.go; RLSERVER_SOAK=1): 5
+#   runs, each freezing a follower's disk, then the leader's.
+# Needs root (network namespaces, tmpfs, loop devices, fsfreeze). Several
+# minutes: about three for the network faults, two for the full disks.
 .PHONY: faults
 faults:
-	RLSERVER_FAULTS=1 $(GO) test -race -count=1 -timeout 20m -run 'TestClusterNetFault' -v ./clienttest/
+	RLSERVER_FAULTS=1 RLSERVER_SOAK=1 $(GO) test -race -count=1 -timeout 30m -run '^(TestClusterNetFaults|TestClusterNetFaultPlantedBug|TestClusterDiskFull|TestClusterDiskStall)$$' -v ./clienttest/
 
+# The replicated throughput (three local Raft nodes, fsync on) side by side
+# with standalone Redis + Lua (bench/cluster-compare.sh).
 .PHONY: bench-cluster
 bench-cluster:
 	bash bench/cluster-compare.sh

@@ -20,7 +20,7 @@ import (
 
 // Disk faults in a three-process cluster: each node's Raft folder is on
 // its own small tmpfs, filled with a file while load runs, then freed.
-// RLSERVER_SOAK=1 (make soak) repeats every fault many times.
+// RLSERVER_SOAK=1 (make soak, make faults) repeats every fault many times.
 
 // raftTmpfs moves n's Raft folder onto a fresh tmpfs of size (mount's
 // size= syntax): n is stopped, its folder copied, and n started again.

@@ -1,6 +1,7 @@
 package clienttest
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,8 +106,16 @@ func (m *serveMonitor) servedAfter(at time.Time) bool {
 //     on, so nothing was served for as long as the disk was frozen).
 //
 // Then the exited node is restarted, the replicas converge and porcupine
-// checks the whole history.
+// checks the whole history. CI runs this once; RLSERVER_SOAK=1 (make
+// faults) runs it 5 times, each on a fresh cluster and fresh disks.
 func TestClusterDiskStall(t *testing.T) {
+	for r := range rounds(1, 5) {
+		t.Run(fmt.Sprintf("run%d", r+1), diskStallRun) // each run's cluster and disks go before the next
+	}
+}
+
+// diskStallRun is one run of TestClusterDiskStall.
+func diskStallRun(t *testing.T) {
 	c := startCluster(t, serverBin)
 	dirs := map[string]string{}
 	for _, n := range c.nodes {
