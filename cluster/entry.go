@@ -265,10 +265,14 @@ func resultErrCode(err error) byte {
 //	byte    flags (bit 0: Allowed)
 //	varint  Limit, Remaining, RetryAfter, ResetAfter, Delay, Queued, Value
 //	byte    Kind
+//	when flags bit 1 (a data command's reply): uvarint length, the reply
 func appendResult(dst []byte, r *engine.Result) []byte {
 	var flags byte
 	if r.Allowed {
 		flags = 1
+	}
+	if r.Reply != "" {
+		flags |= 2
 	}
 	dst = append(dst, resultErrCode(r.Err), flags)
 	dst = binary.AppendVarint(dst, r.Limit)
@@ -278,7 +282,12 @@ func appendResult(dst []byte, r *engine.Result) []byte {
 	dst = binary.AppendVarint(dst, r.Delay)
 	dst = binary.AppendVarint(dst, r.Queued)
 	dst = binary.AppendVarint(dst, r.Value)
-	return append(dst, byte(r.Kind))
+	dst = append(dst, byte(r.Kind))
+	if r.Reply != "" {
+		dst = binary.AppendUvarint(dst, uint64(len(r.Reply)))
+		dst = append(dst, r.Reply...)
+	}
+	return dst
 }
 
 func (d *decoder) result(r *engine.Result) {
@@ -299,6 +308,9 @@ func (d *decoder) result(r *engine.Result) {
 	r.Queued = d.varint()
 	r.Value = d.varint()
 	r.Kind = engine.Kind(d.byte())
+	if flags&2 != 0 {
+		r.Reply = string(d.bytes())
+	}
 }
 
 func appendResults(dst []byte, res []engine.Result) []byte {

@@ -1,12 +1,14 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"time"
 
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/kv"
 	"github.com/rlserver/rlserver/policy"
 )
 
@@ -70,6 +72,17 @@ func appendRequest2(dst []byte, r *engine.Request, name []byte) []byte {
 		dst = append(dst, name...)
 		return binary.AppendVarint(dst, r.Cost)
 	}
+	if r.Op == engine.OpCmd {
+		// A data command: its encoding (package kv) instead of the
+		// limiter fields.
+		at := len(dst)
+		dst = append(dst, make([]byte, binary.MaxVarintLen64)...)
+		dst = kv.Append(dst, r.Cmd)
+		n := len(dst) - at - binary.MaxVarintLen64
+		hdr := binary.AppendUvarint(nil, uint64(n))
+		copy(dst[at:], hdr)
+		return append(dst[:at+len(hdr)], dst[at+binary.MaxVarintLen64:]...)
+	}
 	dst = binary.AppendVarint(dst, r.Interval)
 	dst = binary.AppendVarint(dst, r.Limit)
 	dst = binary.AppendVarint(dst, r.Window)
@@ -108,6 +121,24 @@ func (d *decoder) request2(r *engine.Request) (name []byte) {
 	}
 	r.ReadOnly = flags&flagReadOnly != 0
 	r.Scaled = flags&flagScaled != 0
+	if r.Op == engine.OpCmd {
+		b := d.bytes()
+		if d.err != nil {
+			return nil
+		}
+		cmd, err := kv.Decode(b)
+		if err != nil {
+			d.fail()
+			return nil
+		}
+		keys := cmd.Keys()
+		if (len(keys) > 0 && !bytes.Equal(keys[0], r.Key)) || (len(keys) == 0 && len(r.Key) != 0) || (len(keys) > 1) != (r.Tiers == 1) {
+			d.fail()
+			return nil
+		}
+		r.Cmd = cmd
+		return nil
+	}
 	r.Interval = d.varint()
 	r.Limit = d.varint()
 	r.Window = d.varint()

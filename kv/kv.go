@@ -107,6 +107,9 @@ func New(s *Spec, args [][]byte, resp3 bool) *Cmd {
 	return c
 }
 
+// KeysOf lists the keys of args by the spec's key positions.
+func (s *Spec) KeysOf(args [][]byte) [][]byte { return s.keysOf(args) }
+
 // keysOf lists the keys of args by the spec's key positions.
 func (s *Spec) keysOf(args [][]byte) [][]byte {
 	if s.FirstKey == 0 || s.FirstKey >= len(args) {

@@ -3,8 +3,6 @@ package kv
 import (
 	"math"
 	"strconv"
-
-	"github.com/rlserver/rlserver/resp"
 )
 
 // Writer appends RESP replies for one protocol version.
@@ -15,14 +13,14 @@ type Writer struct {
 
 func (w *Writer) header(prefix byte, n int) {
 	w.B = append(w.B, prefix)
-	w.B = resp.AppendInt(w.B, int64(n))
+	w.B = strconv.AppendInt(w.B, int64(n), 10)
 	w.B = append(w.B, '\r', '\n')
 }
 
 // Int writes an integer.
 func (w *Writer) Int(n int64) {
 	w.B = append(w.B, ':')
-	w.B = resp.AppendInt(w.B, n)
+	w.B = strconv.AppendInt(w.B, n, 10)
 	w.B = append(w.B, '\r', '\n')
 }
 

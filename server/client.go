@@ -36,6 +36,7 @@ type client struct {
 	st      connStats // the pipeline's command tally (stats.go)
 	sub     *command  // the subcommand a container just ran, for the tally
 	memo    argMemo   // the last limit arguments and what they built (limiter.go)
+	txn     txnState  // MULTI ... EXEC and WATCH (txn_cmd.go)
 
 	// CLIENT REPLY (cmdClientReply): replies are dropped while replyOff,
 	// or for the one command after CLIENT REPLY SKIP (replySkipNext, then
@@ -74,6 +75,7 @@ type pendingReply struct {
 
 func newClient(id int64, conn *conn) *client {
 	c := &client{id: id, addr: conn.RemoteAddr(), created: time.Now(), resp: 2, userName: "default", fd: -1}
+	c.txn.slot = -1
 	if nc := conn.NetConn(); nc != nil {
 		c.laddr = nc.LocalAddr().String()
 		c.fd = socketFD(nc)
@@ -88,6 +90,7 @@ func (c *client) setProto(v int) {
 	c.resp = v
 	c.mu.Unlock()
 	c.rep.conn.w.SetRESP3(v == 3)
+	c.memo.resp3 = v == 3
 }
 
 // socketFD returns the descriptor under nc (through the guard and TLS),

@@ -127,6 +127,7 @@ type argMemo struct {
 	owner *byte // the batch function that built tmpl
 	a, b  []byte
 	tmpl  engine.Request
+	resp3 bool // the connection speaks RESP3: data commands reply in it
 }
 
 // memoMaxArg bounds the bytes of an argument the memo copies.

@@ -409,44 +409,48 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 		c.lastLookup = cmd
 	}
 	if cmd == nil {
-		s.reply(c, unknownCommand(args))
+		s.refuse(c, unknownCommand(args))
 		return cmdOK
 	}
 	if !cmd.arityOK(len(args)) {
 		c.st.at(cmd.id).rejected++
-		s.reply(c, wrongArity(cmd.name))
+		s.refuse(c, wrongArity(cmd.name))
 		return cmdOK
 	}
 	if !cmd.noAuth {
 		u := c.user
 		if u == nil {
 			c.st.at(cmd.id).rejected++
-			s.reply(c, errNoAuth)
+			s.refuse(c, errNoAuth)
 			return cmdOK
 		}
 		if text := s.checkACL(c, u, cmd, args); text != "" {
 			c.st.at(cmd.id).rejected++
-			s.reply(c, text)
+			s.refuse(c, text)
 			return cmdOK
 		}
 	}
 	if cmd.firstKey > 0 {
 		if text := s.checkKeys(cmd, args); text != "" {
 			c.st.at(cmd.id).rejected++
-			s.reply(c, text)
+			s.refuse(c, text)
 			return cmdOK
 		}
 	}
 	if s.router != nil && cmd.firstKey > 0 {
 		if text := s.route(cmd, args); text != "" {
 			c.st.at(cmd.id).rejected++
-			s.reply(c, text)
+			s.refuse(c, text)
 			return cmdOK
 		}
 	}
 	if s.refusesWrite(cmd) {
 		c.st.at(cmd.id).rejected++
-		s.reply(c, errMisconf)
+		s.refuse(c, errMisconf)
+		return cmdOK
+	}
+	if c.txn.on && !txnCommands[cmd.name] {
+		s.queue(c, args) // txn_cmd.go
 		return cmdOK
 	}
 	if cmd.tiered != nil {

@@ -1,0 +1,183 @@
+package server
+
+import (
+	"context"
+
+	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/kv"
+	"github.com/rlserver/rlserver/slots"
+)
+
+// Transactions: MULTI queues data commands, EXEC runs them as one engine
+// command (kv.Txn), atomically on their keys' shards and, in a cluster,
+// as one Raft log entry. WATCH reads a digest of each key's state; EXEC
+// fails (a null array) when one changed.
+
+// txnState is a connection's transaction.
+type txnState struct {
+	on      bool        // between MULTI and EXEC or DISCARD
+	dirty   bool        // a command was refused while queuing: EXEC aborts
+	queued  []queuedCmd // in order
+	slot    int         // the hash slot of the queued keys (cluster), -1 none yet
+	watches []kv.Watch
+}
+
+type queuedCmd struct {
+	spec *kv.Spec
+	args [][]byte // copied out of the connection's buffer
+}
+
+// reset ends the transaction and forgets the watched keys.
+func (t *txnState) reset() {
+	t.on, t.dirty, t.slot = false, false, -1
+	clear(t.queued)
+	t.queued = t.queued[:0]
+	t.watches = nil
+}
+
+var txnCommands = map[string]bool{"multi": true, "exec": true, "discard": true, "watch": true, "quit": true, "reset": true}
+
+func init() {
+	txn := func(name string, arity int, flags []string, acl string, summary, since string, h func(*Server, *client, [][]byte) outcome) *command {
+		return &command{name: name, arity: arity, flags: flags, acl: []string{acl, "@transaction"},
+			summary: summary, group: "transactions", since: since, handler: h}
+	}
+	fast := []string{"noscript", "loading", "stale", "fast", "allow_busy"}
+	watch := txn("watch", -2, fast, "@fast", "Monitors changes to keys to determine the execution of a transaction.", "2.2.0", cmdWatch)
+	watch.firstKey, watch.lastKey, watch.keyStep = 1, -1, 1
+	register(
+		txn("multi", 1, fast, "@fast", "Starts a transaction.", "1.2.0", cmdMulti),
+		txn("exec", 1, []string{"noscript", "loading", "stale", "skip_slowlog"}, "@slow", "Executes all commands in a transaction.", "1.2.0", cmdExec),
+		txn("discard", 1, fast, "@fast", "Discards a transaction.", "2.0.0", cmdDiscard),
+		watch,
+		txn("unwatch", 1, fast, "@fast", "Forgets about watched keys of a transaction.", "2.2.0", cmdUnwatch),
+	)
+}
+
+// queue adds a command to the open transaction, or refuses it (and marks
+// the transaction to abort).
+func (s *Server) queue(c *client, args [][]byte) {
+	spec, ok := kv.Lookup(args[0])
+	if !ok {
+		s.refuse(c, "ERR Command not allowed inside a transaction: "+string(args[0])+" is not a data command")
+		return
+	}
+	if s.router != nil {
+		if keys := spec.KeysOf(args); len(keys) > 0 {
+			sl := slots.Of(keys[0])
+			if c.txn.slot >= 0 && sl != c.txn.slot {
+				s.refuse(c, errCrossSlot)
+				return
+			}
+			c.txn.slot = sl
+		}
+	}
+	n := 0
+	for _, a := range args {
+		n += len(a)
+	}
+	buf := make([]byte, 0, n)
+	cp := make([][]byte, len(args))
+	for i, a := range args {
+		buf = append(buf, a...)
+		cp[i] = buf[len(buf)-len(a) : len(buf) : len(buf)]
+	}
+	c.txn.queued = append(c.txn.queued, queuedCmd{spec: spec, args: cp})
+	s.flushBatch(c)
+	c.rep.conn.WriteString("QUEUED")
+}
+
+// refuse answers a command with an error, in order with the pending
+// batch; inside MULTI the transaction will abort.
+func (s *Server) refuse(c *client, text string) {
+	if c.txn.on {
+		c.txn.dirty = true
+	}
+	s.reply(c, text)
+}
+
+func cmdMulti(_ *Server, c *client, _ [][]byte) outcome {
+	if c.txn.on {
+		c.rep.error("ERR MULTI calls can not be nested")
+		return cmdOK
+	}
+	c.txn.on, c.txn.slot = true, -1
+	c.rep.conn.WriteString("OK")
+	return cmdOK
+}
+
+func cmdDiscard(_ *Server, c *client, _ [][]byte) outcome {
+	if !c.txn.on {
+		c.rep.error("ERR DISCARD without MULTI")
+		return cmdOK
+	}
+	c.txn.reset()
+	c.rep.conn.WriteString("OK")
+	return cmdOK
+}
+
+func cmdUnwatch(_ *Server, c *client, _ [][]byte) outcome {
+	c.txn.watches = nil
+	c.rep.conn.WriteString("OK")
+	return cmdOK
+}
+
+func cmdExec(s *Server, c *client, _ [][]byte) outcome {
+	if !c.txn.on {
+		c.rep.error("ERR EXEC without MULTI")
+		return cmdOK
+	}
+	defer c.txn.reset()
+	if c.txn.dirty {
+		c.rep.error(kv.ErrExecAbort)
+		return cmdOK
+	}
+	cmds := make([]*kv.Cmd, len(c.txn.queued))
+	for i, q := range c.txn.queued {
+		cmds[i] = kv.New(q.spec, q.args, c.memo.resp3)
+	}
+	t := kv.NewTxn(cmds, c.txn.watches, c.memo.resp3)
+	reply, err := s.runCommand(t.Request())
+	if err != "" {
+		c.rep.error(err)
+		return cmdOK
+	}
+	c.rep.conn.WriteRaw([]byte(reply))
+	return cmdOK
+}
+
+func cmdWatch(s *Server, c *client, args [][]byte) outcome {
+	if c.txn.on {
+		c.rep.error("ERR WATCH inside MULTI is not allowed")
+		return cmdOK
+	}
+	keys := args[1:]
+	reply, errText := s.runCommand(kv.NewDigests(keys).Request())
+	if errText != "" {
+		c.rep.error(errText)
+		return cmdOK
+	}
+	ds, ok := kv.ParseDigests(reply, len(keys))
+	if !ok {
+		c.rep.error("ERR unexpected reply to WATCH's read")
+		return cmdOK
+	}
+	for i, k := range keys {
+		c.txn.watches = append(c.txn.watches, kv.Watch{Key: append([]byte(nil), k...), Digest: ds[i]})
+	}
+	c.rep.conn.WriteString("OK")
+	return cmdOK
+}
+
+// runCommand runs one data request through the backend and returns its
+// reply, or an error text.
+func (s *Server) runCommand(req engine.Request) (reply string, errText string) {
+	res := make([]engine.Result, 1)
+	if err := s.backend.Do(context.Background(), []engine.Request{req}, res); err != nil {
+		return "", engineErrorText(err)
+	}
+	if res[0].Err != nil {
+		return "", engineErrorText(res[0].Err)
+	}
+	return res[0].Reply, ""
+}
