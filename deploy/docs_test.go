@@ -274,3 +274,42 @@ func headingAnchors(md string) map[string]bool {
 	}
 	return out
 }
+
+// TestDocsInstallNote pins issue 16 point 10: a page of docs/ that shows
+// an `rlserver ...` command says, near its top, where the binary comes
+// from, and points to README's install note.
+func TestDocsInstallNote(t *testing.T) {
+	docs, err := filepath.Glob("../docs/*.md")
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("no docs/*.md (%v)", err)
+	}
+	command := regexp.MustCompile(`^\s*(\$ )?(sudo (-u \S+ )?)?rlserver(\s|$)`)
+	const note = "Commands here call the server binary `rlserver`: from a clone, `make build` " +
+		"puts it at `bin/rlserver` and `go install ./cmd/rlserver` puts it on your " +
+		"`PATH` (see the [README](../README.md))."
+	pages := 0
+	for _, doc := range docs {
+		src := readFile(t, doc)
+		shows := strings.Contains(src, "`rlserver --")
+		fenced := false
+		for _, line := range strings.Split(src, "\n") {
+			if trimmed := strings.TrimSpace(line); strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
+				fenced = !fenced
+			} else if fenced && command.MatchString(line) {
+				shows = true
+			}
+		}
+		if !shows {
+			continue
+		}
+		pages++
+		flat := strings.Join(strings.Fields(src), " ")
+		i := strings.Index(flat, note)
+		if j := strings.Index(flat, "rlserver --"); i < 0 || j >= 0 && j < i {
+			t.Errorf("%s shows rlserver commands without the install note before them", doc)
+		}
+	}
+	if pages == 0 {
+		t.Error("no page of docs/ shows an rlserver command: the check is broken")
+	}
+}
