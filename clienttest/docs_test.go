@@ -155,6 +155,17 @@ func TestMemoryFiguresAgree(t *testing.T) {
 		}
 	}
 
+	// engine/DESIGN.md gives the token bucket's figure for compact keys.
+	design := strings.Join(strings.Fields(readText(t, "../engine/DESIGN.md")), " ")
+	tokenBucket := readmeFigure.FindStringSubmatch(lineStarting(t, readme, rows[0].readmeRow))
+	d := regexp.MustCompile(`compact keys still cost .*?\((\d+) B/key at a million keys`).FindStringSubmatch(design)
+	switch {
+	case d == nil:
+		t.Error("engine/DESIGN.md no longer says what compact keys cost (\"(N B/key at a million keys\")")
+	case tokenBucket != nil && d[1] != tokenBucket[1]:
+		t.Errorf("engine/DESIGN.md says %s B/key for compact keys, README %s", d[1], tokenBucket[1])
+	}
+
 	// The whole process against Redis + Lua (make bench-compare).
 	m := regexp.MustCompile("resident memory per key, 1,000,000 keys \\| ([0-9.]+) B \\| ([0-9.-]+) B").FindStringSubmatch(readme)
 	if m == nil {

@@ -315,6 +315,17 @@ func TestClientInfoFields(t *testing.T) {
 	if n, _ := strconv.Atoi(f["fd"]); n <= 2 {
 		t.Errorf("CLIENT INFO fd=%s, want the socket's descriptor", f["fd"])
 	}
+	// The buffers of the client running CLIENT INFO, as redis-server shows
+	// them: the query buffer holds its command (26 bytes of RESP), argv-mem
+	// is its arguments' bytes, no reply is pending.
+	for k, v := range map[string]string{"qbuf": "26", "argv-mem": "10", "obl": "0", "oll": "0", "omem": "0", "events": "r"} {
+		if f[k] != v {
+			t.Errorf("CLIENT INFO %s=%q, want %q (%s)", k, f[k], v, line)
+		}
+	}
+	if free, tot := atoi(f["qbuf-free"]), atoi(f["tot-mem"]); free <= 0 || tot < 26+free {
+		t.Errorf("CLIENT INFO qbuf-free=%d tot-mem=%d, want room left and at least the read buffer", free, tot)
+	}
 	if n, _ := strconv.Atoi(f["tot-cmds"]); n < 5 {
 		t.Errorf("CLIENT INFO tot-cmds=%s, want at least the 5 commands before it", f["tot-cmds"])
 	}
@@ -390,6 +401,57 @@ func TestClientInfoFields(t *testing.T) {
 	if got := do(t, c, "CLIENT", "NO-EVICT", "off"); got != "OK" {
 		t.Errorf("CLIENT NO-EVICT off = %v", got)
 	}
+
+	// A client part way through a large command: CLIENT LIST from another
+	// connection shows the part received in its qbuf, and qbuf is 0 again
+	// once the command is complete and answered.
+	big := s.raw(t)
+	big.send("*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n")
+	bigID := strconv.FormatInt(big.read().num, 10)
+	const bulk = 100_000
+	head := "*2\r\n$4\r\nECHO\r\n$" + strconv.Itoa(bulk) + "\r\n"
+	sent := head + strings.Repeat("x", bulk/2)
+	big.send(sent)
+	bigLine := func(want int) map[string]string {
+		t.Helper()
+		var line string
+		for deadline := time.Now().Add(ioTimeout); ; time.Sleep(10 * time.Millisecond) {
+			v, err := c.Do(ctx, "CLIENT", "LIST", "ID", bigID).Text()
+			if err != nil {
+				t.Fatalf("CLIENT LIST ID %s: %v", bigID, err)
+			}
+			line = strings.TrimSuffix(v, "\n")
+			if atoi(fields(line)["qbuf"]) == want || time.Now().After(deadline) {
+				break
+			}
+		}
+		f := fields(line)
+		if atoi(f["qbuf"]) != want {
+			t.Fatalf("CLIENT LIST of a client %d bytes into a command: qbuf=%s, want %d (%s)", want, f["qbuf"], want, line)
+		}
+		return f
+	}
+	f = bigLine(len(sent))
+	if free, tot := atoi(f["qbuf-free"]), atoi(f["tot-mem"]); free < 0 || tot < len(sent)+free {
+		t.Errorf("partial command: qbuf-free=%d tot-mem=%d, want at least the %d bytes buffered", free, tot, len(sent))
+	}
+	if f["argv-mem"] != "0" || f["cmd"] != "client|id" {
+		t.Errorf("partial command: argv-mem=%s cmd=%s, want 0 and the last command run (client|id)", f["argv-mem"], f["cmd"])
+	}
+	big.send(strings.Repeat("x", bulk-bulk/2) + "\r\n")
+	if v := big.read(); len(v.str) != bulk {
+		t.Fatalf("ECHO of %d bytes: got %d", bulk, len(v.str))
+	}
+	bigLine(0)
+}
+
+// atoi is strconv.Atoi's number, -1 for a string that is not one.
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 func TestClientKill(t *testing.T) {

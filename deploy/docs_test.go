@@ -5,8 +5,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // Issue 16 point 11: the build context, the image's version, the one copy
@@ -157,5 +159,157 @@ func TestAptNoRecommends(t *testing.T) {
 		if n == 0 {
 			t.Errorf("%s installs nothing with apt-get", path)
 		}
+	}
+}
+
+// TestDocsLinks pins issue 16 point 12: every relative link in README.md
+// and docs/*.md names a file that exists and, with a #fragment into a
+// markdown file, a heading of that file (docs/security.md linked to
+// sections that exist only in README). Links in code are not links.
+func TestDocsLinks(t *testing.T) {
+	docs, err := filepath.Glob("../docs/*.md")
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("no docs/*.md (%v)", err)
+	}
+	anchors := map[string]map[string]bool{} // by cleaned path
+	anchorsOf := func(path string) map[string]bool {
+		if a, ok := anchors[path]; ok {
+			return a
+		}
+		a := headingAnchors(readFile(t, path))
+		anchors[path] = a
+		return a
+	}
+	checked := map[string]bool{}
+	for _, doc := range append([]string{"../README.md"}, docs...) {
+		for _, link := range markdownLinks(readFile(t, doc)) {
+			if strings.Contains(link, "://") || strings.HasPrefix(link, "mailto:") {
+				continue
+			}
+			target, frag, _ := strings.Cut(link, "#")
+			path := filepath.Clean(doc)
+			if target != "" {
+				path = filepath.Join(filepath.Dir(doc), target)
+			}
+			checked[filepath.Base(doc)+" -> "+link] = true
+			if _, err := os.Stat(path); err != nil {
+				t.Errorf("%s links to %s: no such file", doc, link)
+				continue
+			}
+			if frag != "" && strings.HasSuffix(path, ".md") && !anchorsOf(path)[frag] {
+				t.Errorf("%s links to %s: %s has no heading #%s", doc, link, path, frag)
+			}
+		}
+	}
+	// The check sees links across lines and to README's sections.
+	for _, want := range []string{"security.md -> ../README.md#input-limits", "README.md -> docs/cluster.md#faults-at-a-glance"} {
+		if !checked[want] {
+			t.Errorf("link %s not found by the check", want)
+		}
+	}
+}
+
+// markdownLinks returns the destinations of md's inline links and images,
+// outside fenced code blocks and code spans.
+func markdownLinks(md string) []string {
+	var prose strings.Builder
+	fenced := false
+	for _, line := range strings.Split(md, "\n") {
+		if trimmed := strings.TrimSpace(line); strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
+			fenced = !fenced
+			continue
+		}
+		if !fenced {
+			prose.WriteString(codeSpan.ReplaceAllString(line, "") + "\n")
+		}
+	}
+	var links []string
+	for _, m := range linkDest.FindAllStringSubmatch(prose.String(), -1) {
+		links = append(links, m[1])
+	}
+	return links
+}
+
+var (
+	codeSpan = regexp.MustCompile("`[^`]*`")
+	linkDest = regexp.MustCompile(`\]\(\s*<?([^()\s<>]+)>?(?:\s+"[^"]*")?\s*\)`)
+	heading  = regexp.MustCompile(`^ {0,3}#{1,6}\s+(.*?)(?:\s+#+)?\s*$`)
+	inlineLk = regexp.MustCompile(`!?\[([^\]]*)\]\([^)]*\)`)
+)
+
+// headingAnchors returns the anchors GitHub gives md's headings: the
+// heading's text (a link's text for a link) lower-cased, spaces turned to
+// '-', punctuation other than '-' and '_' dropped; a repeated anchor gets
+// -1, -2, ...
+func headingAnchors(md string) map[string]bool {
+	out := map[string]bool{}
+	seen := map[string]int{}
+	fenced := false
+	for _, line := range strings.Split(md, "\n") {
+		if trimmed := strings.TrimSpace(line); strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
+			fenced = !fenced
+			continue
+		}
+		m := heading.FindStringSubmatch(line)
+		if fenced || m == nil {
+			continue
+		}
+		text := inlineLk.ReplaceAllString(m[1], "$1")
+		var b strings.Builder
+		for _, r := range strings.ToLower(text) {
+			switch {
+			case r == ' ':
+				b.WriteByte('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		slug := b.String()
+		if n := seen[slug]; n > 0 {
+			out[slug+"-"+strconv.Itoa(n)] = true
+		} else {
+			out[slug] = true
+		}
+		seen[slug]++
+	}
+	return out
+}
+
+// TestDocsInstallNote pins issue 16 point 10: a page of docs/ that shows
+// an `rlserver ...` command says, near its top, where the binary comes
+// from, and points to README's install note.
+func TestDocsInstallNote(t *testing.T) {
+	docs, err := filepath.Glob("../docs/*.md")
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("no docs/*.md (%v)", err)
+	}
+	command := regexp.MustCompile(`^\s*(\$ )?(sudo (-u \S+ )?)?rlserver(\s|$)`)
+	const note = "Commands here call the server binary `rlserver`: from a clone, `make build` " +
+		"puts it at `bin/rlserver` and `go install ./cmd/rlserver` puts it on your " +
+		"`PATH` (see the [README](../README.md))."
+	pages := 0
+	for _, doc := range docs {
+		src := readFile(t, doc)
+		shows := strings.Contains(src, "`rlserver --")
+		fenced := false
+		for _, line := range strings.Split(src, "\n") {
+			if trimmed := strings.TrimSpace(line); strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
+				fenced = !fenced
+			} else if fenced && command.MatchString(line) {
+				shows = true
+			}
+		}
+		if !shows {
+			continue
+		}
+		pages++
+		flat := strings.Join(strings.Fields(src), " ")
+		i := strings.Index(flat, note)
+		if j := strings.Index(flat, "rlserver --"); i < 0 || j >= 0 && j < i {
+			t.Errorf("%s shows rlserver commands without the install note before them", doc)
+		}
+	}
+	if pages == 0 {
+		t.Error("no page of docs/ shows an rlserver command: the check is broken")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync/atomic"
 )
 
 // Reader reads the commands a client sends on one connection.
@@ -44,6 +45,12 @@ type Reader struct {
 	filled     bool   // the last read filled all the room it had
 	netIn      int    // bytes read not yet taken by TakeBytesRead
 
+	// What Buffered reports to other goroutines (CLIENT LIST): the
+	// unprocessed bytes buf[start:end], stored just before and just after
+	// each read of the connection (start is 0 then), and len(buf), stored
+	// when the buffer is made or grown.
+	queued, size atomic.Int64
+
 	// part is the progress through the multibulk at buf[start] that is
 	// not complete yet: its count, and how many of its bulks have been
 	// validated. A later parse re-slices those without judging them again,
@@ -75,7 +82,18 @@ var ErrQueryBuffer = errors.New("query buffer limit")
 func NewReader(nc net.Conn, maxQuery int) *Reader {
 	r := &Reader{nc: nc, buf: make([]byte, firstChunk), maxQuery: maxQuery}
 	r.g, _ = nc.(*GuardConn)
+	r.size.Store(firstChunk)
 	return r
+}
+
+// Buffered reports, from any goroutine, how many bytes of the read buffer
+// hold input not processed yet and how much room follows them, as of the
+// connection's last read: while the reader waits for the rest of a
+// command, used is the part received; while it processes a pipeline, used
+// is the pipeline and whatever followed it in the same read.
+func (r *Reader) Buffered() (used, free int) {
+	used, size := int(r.queued.Load()), int(r.size.Load())
+	return used, max(size-used, 0)
 }
 
 // TakeBytesRead returns the bytes read from the connection since the
@@ -141,7 +159,9 @@ func (r *Reader) fill() error {
 		nb := make([]byte, grow)
 		copy(nb, r.buf[:r.end])
 		r.buf = nb
+		r.size.Store(int64(grow))
 	}
+	r.queued.Store(int64(r.end))
 	if r.BeforeRead != nil {
 		r.BeforeRead(r.end > r.start)
 	}
@@ -154,6 +174,7 @@ func (r *Reader) fill() error {
 	r.filled = n == len(r.buf)-r.end
 	r.end += n
 	r.netIn += n
+	r.queued.Store(int64(r.end))
 	if n > 0 {
 		return nil
 	}

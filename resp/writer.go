@@ -3,6 +3,7 @@ package resp
 import (
 	"io"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/tidwall/redcon"
 )
@@ -18,7 +19,16 @@ type Writer struct {
 	resp3   bool
 	scratch []byte
 	netOut  int // bytes written not yet taken by TakeBytesWritten
+
+	// What Buffered reports to other goroutines (CLIENT LIST): the bytes
+	// of the flush under way, and the capacity of the reply buffer.
+	pending, capacity atomic.Int64
+	lastCap           int // capacity last stored, to store it only when it changes
 }
+
+// redconMaxBufferCap is redcon's maxBufferCap (v1.6.4): Flush drops a
+// reply buffer of larger capacity rather than keep it for the next replies.
+const redconMaxBufferCap = 262144
 
 // NewWriter returns a RESP2 writer of replies to w.
 func NewWriter(w io.Writer) *Writer {
@@ -35,10 +45,32 @@ type countingWriter struct {
 	rw *Writer
 }
 
+// Write writes p, redcon's reply buffer, which Flush writes whole: its
+// length is what Buffered reports as pending until the write returns (a
+// client that does not read keeps it there), its capacity what stays
+// allocated afterwards.
 func (c countingWriter) Write(p []byte) (int, error) {
+	c.rw.pending.Store(int64(len(p)))
 	n, err := c.w.Write(p)
 	c.rw.netOut += n
+	c.rw.pending.Store(0)
+	keep := cap(p)
+	if keep > redconMaxBufferCap {
+		keep = 0
+	}
+	if keep != c.rw.lastCap {
+		c.rw.lastCap = keep
+		c.rw.capacity.Store(int64(keep))
+	}
 	return n, err
+}
+
+// Buffered reports, from any goroutine, the bytes of replies being
+// written to the connection (0 but while a flush is under way, as for a
+// client that does not read its replies) and the capacity of the buffer
+// replies are gathered in.
+func (w *Writer) Buffered() (pending, capacity int) {
+	return int(w.pending.Load()), int(w.capacity.Load())
 }
 
 // TakeBytesWritten returns the bytes written to the connection since the

@@ -2,9 +2,12 @@ package resp
 
 import (
 	"bytes"
+	"io"
 	"math"
+	"net"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // TestAppendIntReply checks the hand-written integer reply against
@@ -87,5 +90,36 @@ func TestWriterMute(t *testing.T) {
 	w.Flush()
 	if want := "+OK\r\n:2\r\n$1\r\nx\r\n"; out.String() != want {
 		t.Errorf("wrote %q, want %q", out.String(), want)
+	}
+}
+
+// TestWriterBuffered: while a flush waits for a client that does not read,
+// Buffered reports its bytes as pending (CLIENT LIST's obl and omem); once
+// written, none, and the reply buffer's capacity stays.
+func TestWriterBuffered(t *testing.T) {
+	srv, cli := net.Pipe()
+	defer srv.Close()
+	defer cli.Close()
+	w := NewWriter(srv)
+	reply := bytes.Repeat([]byte("x"), 5000)
+	w.WriteBulk(reply)
+	want := len("$5000\r\n") + len(reply) + 2
+	flushed := make(chan error, 1)
+	go func() { flushed <- w.Flush() }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if pending, _ := w.Buffered(); pending == want {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("pending %d during a blocked flush, want %d", pending, want)
+		}
+	}
+	if _, err := io.ReadFull(cli, make([]byte, want)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if pending, capacity := w.Buffered(); pending != 0 || capacity < want {
+		t.Errorf("after the flush: pending %d, capacity %d; want 0 and at least %d", pending, capacity, want)
 	}
 }

@@ -123,11 +123,32 @@ func socketFD(nc net.Conn) int {
 // info is the client's line in CLIENT LIST and CLIENT INFO: Redis 7.4's
 // fields in its order (networking.c, catClientInfoString), then Redis 8's
 // tot-net-in, tot-net-out and tot-cmds. Fields that have no counterpart
-// here (pub/sub, MULTI, WATCH, buffers, tracking) hold what Redis shows for
-// an idle client without them: 0, -1 for multi and redir. qbuf and the
-// buffer sizes are 0: the buffers belong to the connection's goroutine.
-// The totals are those of the pipelines finished before this one.
-func (c *client) info(now time.Time) string {
+// here (pub/sub, MULTI, WATCH, tracking) hold what Redis shows for an idle
+// client without them: 0, -1 for multi and redir. The totals are those of
+// the pipelines finished before this one.
+//
+// The buffers belong to the connection's goroutine; their sizes come from
+// the snapshots its reader and writer store at each read and each flush
+// (resp's Buffered): qbuf is the input buffered and not processed yet (the
+// part of a command still arriving, or the pipeline being processed),
+// qbuf-free the room after it; obl and omem are the replies being written
+// (nonzero while a client does not read them, events is then rw); oll is
+// 0, there is no reply list; tot-mem is the read buffer plus the reply
+// buffer. argv-mem is the bytes of args, the arguments of the command the
+// connection is running, as Redis counts them: given for the client that
+// asks (its own CLIENT INFO or CLIENT LIST), nil and 0 for the others.
+func (c *client) info(now time.Time, args [][]byte) string {
+	qbuf, qfree := c.rep.conn.rd.Buffered()
+	out, outCap := c.rep.conn.w.Buffered()
+	argvMem := 0
+	for _, a := range args {
+		argvMem += len(a)
+	}
+	events := "r"
+	if out > 0 {
+		events = "rw"
+	}
+
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	flags := "N"
@@ -148,8 +169,16 @@ func (c *client) info(now time.Time) string {
 	b.WriteString(" age=" + strconv.FormatInt(int64(now.Sub(c.created)/time.Second), 10))
 	b.WriteString(" idle=" + strconv.FormatInt(int64(now.Sub(c.lastAt)/time.Second), 10))
 	b.WriteString(" flags=" + flags)
-	b.WriteString(" db=0 sub=0 psub=0 ssub=0 multi=-1 watch=0 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0" +
-		" rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r")
+	b.WriteString(" db=0 sub=0 psub=0 ssub=0 multi=-1 watch=0")
+	b.WriteString(" qbuf=" + strconv.Itoa(qbuf))
+	b.WriteString(" qbuf-free=" + strconv.Itoa(qfree))
+	b.WriteString(" argv-mem=" + strconv.Itoa(argvMem))
+	b.WriteString(" multi-mem=0 rbs=0 rbp=0")
+	b.WriteString(" obl=" + strconv.Itoa(out))
+	b.WriteString(" oll=0")
+	b.WriteString(" omem=" + strconv.Itoa(out))
+	b.WriteString(" tot-mem=" + strconv.Itoa(qbuf+qfree+outCap))
+	b.WriteString(" events=" + events)
 	b.WriteString(" cmd=" + cmd)
 	b.WriteString(" user=" + c.userName)
 	b.WriteString(" redir=-1")
@@ -223,7 +252,11 @@ func cmdClientList(s *Server, c *client, args [][]byte) outcome {
 	var b strings.Builder
 	now := time.Now()
 	for _, cl := range list {
-		b.WriteString(cl.info(now))
+		var own [][]byte // argv-mem: only this client's command is known
+		if cl == c {
+			own = args
+		}
+		b.WriteString(cl.info(now, own))
 		b.WriteByte('\n')
 	}
 	c.rep.verbatim(b.String())

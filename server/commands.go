@@ -348,8 +348,8 @@ func clientCommand() *command {
 			c.rep.conn.WriteString("OK")
 			return cmdOK
 		}),
-		sub("client", "info", 2, []string{"noscript", "loading", "stale"}, "Returns information about the connection.", func(_ *Server, c *client, _ [][]byte) outcome {
-			c.rep.verbatim(c.info(time.Now()) + "\n")
+		sub("client", "info", 2, []string{"noscript", "loading", "stale"}, "Returns information about the connection.", func(_ *Server, c *client, args [][]byte) outcome {
+			c.rep.verbatim(c.info(time.Now(), args) + "\n")
 			return cmdOK
 		}),
 		admin(sub("client", "list", -2, []string{"admin", "noscript", "loading", "stale"}, "Lists open connections.", cmdClientList)),
