@@ -72,13 +72,11 @@ func lookupHash(ks engine.Keyspace, key []byte) (*values.Hash, string) {
 
 // createHash adds key, which must be missing, holding an empty hash.
 func createHash(ks engine.Keyspace, key []byte) (*values.Hash, string) {
-	e, err := ks.Create(key)
+	e, err := ks.Create(key, values.TypeHash)
 	if err != nil {
 		return nil, errorText(err)
 	}
-	h := values.NewHash()
-	e.Obj = h
-	return h, ""
+	return e.Obj.(*values.Hash), ""
 }
 
 func hget(c *Cmd, ks engine.Keyspace, w *Writer) {

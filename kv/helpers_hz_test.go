@@ -111,17 +111,17 @@ func (c *hzRawCmd) Exec(ks engine.Keyspace, dst []byte) []byte {
 		}
 		return append(dst, ":0\r\n"...)
 	}
-	e, err := ks.Get(key)
-	if err == nil && e == nil {
-		e, err = ks.Create(key)
-	} else if err != nil {
+	if e, err := ks.Get(key); err != nil || (e != nil && e.Type() != values.TypeString) {
 		ks.Delete(key)
-		e, err = ks.Create(key)
+	}
+	e, err := ks.Get(key)
+	if e == nil && err == nil {
+		e, err = ks.Create(key, values.TypeString)
 	}
 	if err != nil {
 		return append(dst, "-"+err.Error()+"\r\n"...)
 	}
-	*e = values.Entry{}
+	e.Expire = 0
 	e.SetString(c.args[2])
 	ks.Changed(key)
 	return append(dst, "+OK\r\n"...)

@@ -153,13 +153,12 @@ parsed:
 		return
 	}
 	if z == nil {
-		e, err := ks.Create(key)
+		e, err := ks.Create(key, values.TypeZSet)
 		if err != nil {
 			w.Error(errorText(err))
 			return
 		}
-		z = values.NewZSet()
-		e.Obj = z
+		z = e.Obj.(*values.ZSet)
 	}
 	var added, updated, processed int
 	var score float64
