@@ -35,7 +35,8 @@ var hzCompatSeqs = [][]string{
 		"HSET h s abc", "HINCRBYFLOAT h s 1", "HSET h i 5", "HINCRBYFLOAT h i 1.25", "HSET h e 1e3", "HINCRBYFLOAT h e 1",
 		"HSET h inf inf", "HINCRBYFLOAT h inf 1", "HSET h sp ' 2'", "HINCRBYFLOAT h sp 1", "HSET h hx 0x1p3", "HINCRBYFLOAT h hx 1",
 		"HINCRBYFLOAT h k 0.1", "HINCRBYFLOAT h k 0.1", "HINCRBYFLOAT h k 0.1", "HINCRBYFLOAT h k 0.1", "HINCRBYFLOAT h k 0.1",
-		"HINCRBYFLOAT h m 5.0e3", "HINCRBYFLOAT h m -5000", "HGETALL h"},
+		"HINCRBYFLOAT h m 5.0e3", "HINCRBYFLOAT h m -5000", "HGETALL h", "HINCRBYFLOAT h2 a 1.2e4932",
+		"HSET h2 b 1.1e4932", "HINCRBYFLOAT h2 b 1e4932", "HINCRBYFLOAT h2 c \"1\\x00x\"", "HINCRBYFLOAT h2 d \"\\x00\"", "HGET h2 c", "HGET h2 d"},
 	// WRONGTYPE both ways between strings, hashes and sorted sets.
 	{"SET s x", "HGET s a", "HMGET s a", "HSET s a 1", "HSET s a", "HMSET s a 1", "HSETNX s a 1", "HDEL s a", "HGETALL s",
 		"HKEYS s", "HVALS s", "HEXISTS s a", "HLEN s", "HSTRLEN s a", "HINCRBY s a 1", "HINCRBY s a x", "HINCRBYFLOAT s a 1",
@@ -70,7 +71,7 @@ var hzCompatSeqs = [][]string{
 		"ZCOUNT z 4 2", "ZCOUNT z 3 3", "ZCOUNT z (3 3", "ZCOUNT z 3 (3", "ZCOUNT z x 1", "ZCOUNT z 1 x", "ZCOUNT z '' 3",
 		"ZCOUNT z ' 2' 3", "ZCOUNT z '2 ' 3", "ZCOUNT z ( 3", "ZCOUNT z '( 2' 3", "ZCOUNT z ((2 3", "ZCOUNT z nan 3",
 		"ZCOUNT z 1e400 3", "ZCOUNT z -1e400 3", "ZCOUNT z -inf (-inf", "ZCOUNT z 0x2 3", "ZCOUNT z 1e-400 1", "ZCOUNT nokey 0 1",
-		"ZCOUNT z -infinity +Inf"},
+		"ZCOUNT z -infinity +Inf", "ZCOUNT z \"1\\x00x\" 3", "ZCOUNT z \"(\\x00\" 3", "ZCOUNT z \"\\x00\" 3", "ZADD z \"1\\x00\" x"},
 	// ZRANGE by rank.
 	{"ZADD z 1 a 2 b 3 c 4 d 5 e", "ZRANGE z 0 -1", "ZRANGE z 1 3", "ZRANGE z -2 -1", "ZRANGE z -100 100", "ZRANGE z 3 1",
 		"ZRANGE z 5 10", "ZRANGE z 0 0 WITHSCORES", "ZRANGE z 0 -1 REV", "ZRANGE z 0 1 REV WITHSCORES", "ZRANGE z 0 -1 withscores rev",

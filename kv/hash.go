@@ -432,13 +432,7 @@ func hzParseLongDouble(b []byte) (*big.Float, bool) {
 	if len(b) == 0 || len(b) >= hzLDMaxLen {
 		return nil, false
 	}
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		b = b[:i] // strtold reads a C string
-	}
 	z := new(big.Float).SetPrec(hzLDPrec)
-	if len(b) == 0 {
-		return z, true // strtold("") converts nothing, and stops at the NUL
-	}
 	if hzIsSpace(b[0]) {
 		return nil, false
 	}

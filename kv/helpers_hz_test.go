@@ -304,3 +304,32 @@ func hzReadReply(r *bufio.Reader, out *strings.Builder) error {
 	}
 	return errors.New("unknown reply type " + line[:1])
 }
+
+// Reply builders for the tables.
+
+func hzI(n int) string     { return ":" + strconv.Itoa(n) + "\r\n" }
+func hzB(s string) string  { return "$" + strconv.Itoa(len(s)) + "\r\n" + s + "\r\n" }
+func hzE(s string) string  { return "-" + s + "\r\n" }
+func hzD3(s string) string { return "," + s + "\r\n" }
+
+const (
+	hzNil   = "$-1\r\n"
+	hzNil3  = "_\r\n"
+	hzOK    = "+OK\r\n"
+	hzEmpty = "*0\r\n"
+	hzWrong = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+)
+
+// hzA is an array of the replies.
+func hzA(items ...string) string {
+	return "*" + strconv.Itoa(len(items)) + "\r\n" + strings.Join(items, "")
+}
+
+// hzBs is an array of bulk strings.
+func hzBs(items ...string) string {
+	out := make([]string, len(items))
+	for i, s := range items {
+		out[i] = hzB(s)
+	}
+	return hzA(out...)
+}
