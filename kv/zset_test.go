@@ -1,8 +1,12 @@
 package kv_test
 
 import (
-	"github.com/rlserver/rlserver/kv"
+	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/rlserver/rlserver/kv"
+	"github.com/rlserver/rlserver/values"
 )
 
 // hzCompatSeqs are command sequences whose every reply must match a real
@@ -164,4 +168,250 @@ func TestHZRedisCompat(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestZSetCommands(t *testing.T) {
+	tables := map[string][]hzStep{
+		"zadd options": {
+			{"ZADD z 1 a 2 b 3 c", hzI(3), ""},
+			{"ZADD z 1 a", hzI(0), ""},
+			{"ZADD z 5 a 6 d", hzI(1), ""},
+			{"ZADD z CH 5 a 7 b 1 e", hzI(2), ""},
+			{"ZADD z NX 100 a 8 f", hzI(1), ""},
+			{"ZADD z XX 9 a 9 g", hzI(0), ""},
+			{"ZADD z XX CH 10 a", hzI(1), ""},
+			{"ZADD z GT CH 1 a 21 b 3 h", hzI(2), ""},
+			{"ZADD z LT CH 1 a 50 b", hzI(1), ""},
+			{"ZADD z lt xx ch 0 a 0 zz", hzI(1), ""},
+			{"ZRANGE z 0 -1 WITHSCORES", hzBs("a", "0", "e", "1", "c", "3", "h", "3", "d", "6", "f", "8", "b", "21"),
+				hzA(hzA(hzB("a"), hzD3("0")), hzA(hzB("e"), hzD3("1")), hzA(hzB("c"), hzD3("3")), hzA(hzB("h"), hzD3("3")),
+					hzA(hzB("d"), hzD3("6")), hzA(hzB("f"), hzD3("8")), hzA(hzB("b"), hzD3("21")))},
+			{"ZADD z nx xx 1 a", hzE(kv.ErrZAddXXNX), ""},
+			{"ZADD z gt lt 1 a", hzE(kv.ErrZAddGTLTNX), ""},
+			{"ZADD z gt nx 1 a", hzE(kv.ErrZAddGTLTNX), ""},
+			{"ZADD z incr 1 a 2 b", hzE(kv.ErrZAddIncrPair), ""},
+			{"ZADD z 1 a 2", hzE(kv.ErrSyntax), ""},
+			{"ZADD z nx 1", hzE(kv.ErrSyntax), ""},
+			{"ZADD z x a", hzE(kv.ErrNotFloat), ""},
+			{"ZADD z 1 a x b", hzE(kv.ErrNotFloat), ""},
+			{"ZADD z nan a", hzE(kv.ErrNotFloat), ""},
+			{"ZADD z 1e400 a", hzE(kv.ErrNotFloat), ""},
+			{"ZADD z ' 1' a", hzE(kv.ErrNotFloat), ""},
+			{"ZCARD z", hzI(7), ""},
+			{"ZADD z +inf i1 -inf i2 0x10 i3 -0 i4", hzI(4), ""},
+			{"ZSCORE z i1", hzB("inf"), hzD3("inf")},
+			{"ZSCORE z i2", hzB("-inf"), hzD3("-inf")},
+			{"ZSCORE z i3", hzB("16"), hzD3("16")},
+			{"ZSCORE z i4", hzB("0"), hzD3("0")},
+			{"ZADD nokey xx 1 a", hzI(0), ""},
+			{"ZADD nokey xx incr 1 a", hzNil, hzNil3},
+			{"ZCARD nokey", hzI(0), ""},
+		},
+		"zadd incr and zincrby": {
+			{"ZADD z INCR 5 a", hzB("5"), hzD3("5")},
+			{"ZADD z INCR 2.5 a", hzB("7.5"), hzD3("7.5")},
+			{"ZADD z NX INCR 1 a", hzNil, hzNil3},
+			{"ZADD z XX INCR 1 b", hzNil, hzNil3},
+			{"ZADD z GT INCR -1 a", hzNil, hzNil3},
+			{"ZADD z LT INCR -1 a", hzB("6.5"), hzD3("6.5")},
+			{"ZADD z INCR inf a", hzB("inf"), hzD3("inf")},
+			{"ZADD z INCR -inf a", hzE(kv.ErrZScoreNaN), ""},
+			{"ZADD z INCR -0 c", hzB("-0"), hzD3("-0")},
+			{"ZSCORE z c", hzB("0"), hzD3("0")},
+			{"ZINCRBY z 0.1 d", hzB("0.10000000000000001"), hzD3("0.10000000000000001")},
+			{"ZINCRBY z 0.2 d", hzB("0.30000000000000004"), hzD3("0.30000000000000004")},
+			{"ZINCRBY z 1e20 e", hzB("1e+20"), hzD3("1e+20")},
+			{"ZINCRBY z x e", hzE(kv.ErrNotFloat), ""},
+			{"ZINCRBY z nx e", hzE(kv.ErrSyntax), ""},
+			{"ZINCRBY z -inf a", hzE(kv.ErrZScoreNaN), ""},
+		},
+		"zrem zcard zscore zmscore zrank": {
+			{"ZADD z 1 a 2 b 3 c 4 d", hzI(4), ""},
+			{"ZREM z a zz", hzI(1), ""},
+			{"ZREM nokey a", hzI(0), ""},
+			{"ZCARD z", hzI(3), ""},
+			{"ZSCORE z b", hzB("2"), hzD3("2")},
+			{"ZSCORE z zz", hzNil, hzNil3},
+			{"ZMSCORE z b zz c", hzA(hzB("2"), hzNil, hzB("3")), hzA(hzD3("2"), hzNil3, hzD3("3"))},
+			{"ZMSCORE nokey a", hzA(hzNil), hzA(hzNil3)},
+			{"ZRANK z b", hzI(0), ""},
+			{"ZRANK z d", hzI(2), ""},
+			{"ZRANK z zz", hzNil, hzNil3},
+			{"ZREVRANK z b", hzI(2), ""},
+			{"ZREVRANK nokey b", hzNil, hzNil3},
+			{"ZREM z b c d", hzI(3), ""},
+			{"HSET z a 1", hzI(1), ""}, // the emptied set is gone
+		},
+		"zcount and score ranges": {
+			{"ZADD z 1 a 2 b 3 c 4 d 5 e", hzI(5), ""},
+			{"ZCOUNT z 2 4", hzI(3), ""},
+			{"ZCOUNT z (2 4", hzI(2), ""},
+			{"ZCOUNT z (2 (4", hzI(1), ""},
+			{"ZCOUNT z -inf +inf", hzI(5), ""},
+			{"ZCOUNT z 4 2", hzI(0), ""},
+			{"ZCOUNT z (3 3", hzI(0), ""},
+			{"ZCOUNT z '' 3", hzI(3), ""},
+			{"ZCOUNT z ' 2' 3", hzI(2), ""},
+			{"ZCOUNT z ( 3", hzI(3), ""},
+			{"ZCOUNT z 1e400 3", hzI(0), ""},
+			{"ZCOUNT z x 1", hzE(kv.ErrMinMaxFloat), ""},
+			{"ZCOUNT z '2 ' 3", hzE(kv.ErrMinMaxFloat), ""},
+			{"ZCOUNT z nan 3", hzE(kv.ErrMinMaxFloat), ""},
+			{"ZCOUNT nokey 0 1", hzI(0), ""},
+		},
+		"zrange": {
+			{"ZADD z 1 a 2 b 3 c 4 d 5 e", hzI(5), ""},
+			{"ZRANGE z 0 -1", hzBs("a", "b", "c", "d", "e"), ""},
+			{"ZRANGE z -2 -1", hzBs("d", "e"), ""},
+			{"ZRANGE z -100 100", hzBs("a", "b", "c", "d", "e"), ""},
+			{"ZRANGE z 3 1", hzEmpty, ""},
+			{"ZRANGE z 0 1 REV WITHSCORES", hzBs("e", "5", "d", "4"), hzA(hzA(hzB("e"), hzD3("5")), hzA(hzB("d"), hzD3("4")))},
+			{"ZRANGE z x 1", hzE(kv.ErrNotInteger), ""},
+			{"ZRANGE z 0 -1 LIMIT 0 1", hzE(kv.ErrLimitByRank), ""},
+			{"ZRANGE z 0 -1 LIMIT 0 -1", hzBs("a", "b", "c", "d", "e"), ""},
+			{"ZRANGE z 0 -1 FOO", hzE(kv.ErrSyntax), ""},
+			{"ZRANGE z 0 -1 LIMIT 0", hzE(kv.ErrSyntax), ""},
+			{"ZRANGE nokey x y", hzE(kv.ErrNotInteger), ""},
+			{"ZRANGE nokey 0 -1", hzEmpty, ""},
+			{"ZRANGE z (2 4 BYSCORE WITHSCORES", hzBs("c", "3", "d", "4"), hzA(hzA(hzB("c"), hzD3("3")), hzA(hzB("d"), hzD3("4")))},
+			{"ZRANGE z -inf +inf BYSCORE LIMIT 1 2", hzBs("b", "c"), ""},
+			{"ZRANGE z +inf -inf BYSCORE REV LIMIT 1 2", hzBs("d", "c"), ""},
+			{"ZRANGE z 4 2 BYSCORE REV", hzBs("d", "c", "b"), ""},
+			{"ZRANGE z 2 4 BYSCORE REV", hzEmpty, ""},
+			{"ZRANGE z -inf +inf BYSCORE LIMIT -1 2", hzEmpty, ""},
+			{"ZRANGE z -inf +inf BYSCORE LIMIT 2 -1", hzBs("c", "d", "e"), ""},
+			{"ZRANGE z -inf +inf BYSCORE LIMIT 5 1", hzEmpty, ""},
+			{"ZRANGE z x 1 BYSCORE", hzE(kv.ErrMinMaxFloat), ""},
+			{"ZRANGE z 1 2 BYSCORE BYLEX", hzE(kv.ErrSyntax), ""},
+			{"ZRANGE z - + BYLEX WITHSCORES", hzE(kv.ErrScoresByLex), ""},
+			{"ZRANGE z b d BYLEX", hzE(kv.ErrMinMaxLex), ""},
+			{"ZRANGEBYSCORE z 2 4", hzBs("b", "c", "d"), ""},
+			{"ZRANGEBYSCORE z -inf +inf LIMIT 2 2 WITHSCORES", hzBs("c", "3", "d", "4"), hzA(hzA(hzB("c"), hzD3("3")), hzA(hzB("d"), hzD3("4")))},
+			{"ZRANGEBYSCORE z 2 4 REV", hzE(kv.ErrSyntax), ""},
+			{"ZRANGEBYSCORE z 2 4 BYSCORE", hzE(kv.ErrSyntax), ""},
+			{"ZREVRANGEBYSCORE z 4 (2", hzBs("d", "c"), ""},
+			{"ZREVRANGEBYSCORE z +inf -inf LIMIT 1 2", hzBs("d", "c"), ""},
+			{"ZREVRANGEBYSCORE z 2 4", hzEmpty, ""},
+			{"ZREVRANGE z 0 1", hzBs("e", "d"), ""},
+			{"ZREVRANGE z 0 0 WITHSCORES", hzBs("e", "5"), hzA(hzA(hzB("e"), hzD3("5")))},
+			{"ZREVRANGE z 0 -1 REV", hzE(kv.ErrSyntax), ""},
+		},
+		"zrange bylex": {
+			{"ZADD z 0 a 0 b 0 c 0 d 0 e", hzI(5), ""},
+			{"ZRANGE z [b (d BYLEX", hzBs("b", "c"), ""},
+			{"ZRANGE z + - BYLEX REV LIMIT 1 2", hzBs("d", "c"), ""},
+			{"ZRANGE z - [aa BYLEX", hzBs("a"), ""},
+			{"ZRANGE z (b [b BYLEX", hzEmpty, ""},
+		},
+		"zremrangebyscore and zremrangebyrank": {
+			{"ZADD z 1 a 2 b 3 c 4 d 5 e 6 f", hzI(6), ""},
+			{"ZREMRANGEBYSCORE z (1 2", hzI(1), ""},
+			{"ZREMRANGEBYSCORE z x 1", hzE(kv.ErrMinMaxFloat), ""},
+			{"ZREMRANGEBYRANK z 0 0", hzI(1), ""},
+			{"ZREMRANGEBYRANK z -1 -1", hzI(1), ""},
+			{"ZREMRANGEBYRANK z 2 1", hzI(0), ""},
+			{"ZREMRANGEBYRANK z 0 1.5", hzE(kv.ErrNotInteger), ""},
+			{"ZRANGE z 0 -1", hzBs("c", "d", "e"), ""},
+			{"ZREMRANGEBYRANK z 0 -1", hzI(3), ""},
+			{"HSET z a 1", hzI(1), ""}, // the emptied set is gone
+			{"ZADD y 1 a", hzI(1), ""},
+			{"ZREMRANGEBYSCORE y -inf +inf", hzI(1), ""},
+			{"ZCARD y", hzI(0), ""},
+			{"ZREMRANGEBYRANK nokey 0 1", hzI(0), ""},
+		},
+		"sliding window log": {
+			{"ZREMRANGEBYSCORE log -inf 1000", hzI(0), ""},
+			{"ZADD log 1500 req1", hzI(1), ""},
+			{"ZCARD log", hzI(1), ""},
+			{"ZREMRANGEBYSCORE log -inf 1600", hzI(1), ""},
+			{"ZADD log 2600 req2", hzI(1), ""},
+			{"ZADD log 2700 req3", hzI(1), ""},
+			{"ZCARD log", hzI(2), ""},
+			{"ZREMRANGEBYSCORE log -inf 2650", hzI(1), ""},
+			{"ZRANGE log 0 -1 WITHSCORES", hzBs("req3", "2700"), hzA(hzA(hzB("req3"), hzD3("2700")))},
+			{"ZREMRANGEBYSCORE log -inf 9999", hzI(1), ""},
+			{"ZCARD log", hzI(0), ""},
+		},
+		"wrongtype with a string and a hash": {
+			{"SET s x", hzOK, ""},
+			{"HSET h a 1", hzI(1), ""},
+			{"ZADD s 1 a", hzWrong, ""}, {"ZADD h 1 a", hzWrong, ""},
+			{"ZADD s x a", hzE(kv.ErrNotFloat), ""},
+			{"ZINCRBY h 1 a", hzWrong, ""}, {"ZREM s a", hzWrong, ""}, {"ZCARD h", hzWrong, ""},
+			{"ZCOUNT s 0 1", hzWrong, ""}, {"ZCOUNT s x 1", hzE(kv.ErrMinMaxFloat), ""},
+			{"ZSCORE h a", hzWrong, ""}, {"ZMSCORE s a", hzWrong, ""},
+			{"ZRANGE h 0 -1", hzWrong, ""}, {"ZRANGEBYSCORE s 0 1", hzWrong, ""},
+			{"ZREVRANGEBYSCORE h 1 0", hzWrong, ""}, {"ZREVRANGE s 0 -1", hzWrong, ""},
+			{"ZREMRANGEBYSCORE h 0 1", hzWrong, ""}, {"ZREMRANGEBYRANK s 0 1", hzWrong, ""},
+			{"ZRANK h a", hzWrong, ""}, {"ZREVRANK s a", hzWrong, ""},
+		},
+	}
+	for name, steps := range tables {
+		hzRun(t, name, steps)
+	}
+}
+
+// TestZSetLimiterWrongType: every sorted-set command on a limiter key is
+// WRONGTYPE.
+func TestZSetLimiterWrongType(t *testing.T) {
+	for _, resp3 := range []bool{false, true} {
+		h := newHZEnv(t)
+		h.limiter("lim")
+		for _, line := range []string{"ZADD lim 1 a", "ZINCRBY lim 1 a", "ZREM lim a", "ZCARD lim", "ZCOUNT lim 0 1",
+			"ZSCORE lim a", "ZMSCORE lim a", "ZRANGE lim 0 -1", "ZRANGE lim 0 1 BYSCORE", "ZRANGEBYSCORE lim 0 1",
+			"ZREVRANGEBYSCORE lim 1 0", "ZREVRANGE lim 0 -1", "ZREMRANGEBYSCORE lim 0 1", "ZREMRANGEBYRANK lim 0 1",
+			"ZRANK lim a", "ZREVRANK lim a"} {
+			if got := h.do(resp3, line); got != hzWrong {
+				t.Errorf("%s: %q", line, got)
+			}
+		}
+		if got := h.do(resp3, "ZADD lim xx 1 a"); got != hzWrong {
+			t.Errorf("ZADD XX: %q", got)
+		}
+	}
+}
+
+// TestZSetLimits: a member over values.MaxValueLen, or a member beyond
+// values.MaxElements, is refused and nothing changes.
+func TestZSetLimits(t *testing.T) {
+	h := newHZEnv(t)
+	long := strings.Repeat("x", values.MaxValueLen+1)
+	tooLong, tooMany := hzE(kv.ErrTooLong), hzE(kv.ErrTooMany)
+	do := func(want string, args ...string) {
+		t.Helper()
+		b := make([][]byte, len(args))
+		for i, a := range args {
+			b[i] = []byte(a)
+		}
+		if got := h.doArgs(false, b); got != want {
+			t.Errorf("%.40q: got %.80q want %.80q", args, got, want)
+		}
+	}
+	do(tooLong, "ZADD", "z", "1", "a", "2", long)
+	do(hzI(0), "ZCARD", "z")
+	do(hzI(1), "ZADD", "z", "1", "a")
+	do(tooLong, "ZADD", "z", "5", "a", "2", long)
+	do(tooLong, "ZINCRBY", "z", "1", long)
+	do(hzB("1"), "ZSCORE", "z", "a")
+	do(hzI(0), "ZREM", "z", long) // reads take any member
+
+	args := []string{"ZADD", "big"}
+	for i := range values.MaxElements + 1 {
+		args = append(args, strconv.Itoa(i), "m"+strconv.Itoa(i))
+	}
+	do(tooMany, args...)
+	do(hzI(0), "ZCARD", "big")
+	dup := append(append([]string{}, args[:2*values.MaxElements+2]...), "7", "m0")
+	do(hzI(values.MaxElements), dup...)
+	do(hzB("7"), "ZSCORE", "big", "m0")
+	do(tooMany, "ZADD", "big", "1", "m1", "1", "new")
+	do(tooMany, "ZADD", "big", "NX", "1", "new")
+	do(tooMany, "ZINCRBY", "big", "1", "new")
+	do(hzI(0), "ZADD", "big", "XX", "1", "new") // XX adds nothing: no error
+	do(hzI(1), "ZADD", "big", "CH", "2", "m1")
+	do(hzI(1), "ZREMRANGEBYRANK", "big", "0", "0")
+	do(hzI(1), "ZADD", "big", "1", "new")
+	do(hzI(values.MaxElements), "ZCARD", "big")
+	do(hzI(values.MaxElements), "ZREMRANGEBYSCORE", "big", "-inf", "+inf")
+	do(hzI(0), "ZCARD", "big")
 }
