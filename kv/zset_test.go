@@ -1,6 +1,8 @@
 package kv_test
 
 import (
+	"context"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -414,4 +416,135 @@ func TestZSetLimits(t *testing.T) {
 	do(hzI(values.MaxElements), "ZCARD", "big")
 	do(hzI(values.MaxElements), "ZREMRANGEBYSCORE", "big", "-inf", "+inf")
 	do(hzI(0), "ZCARD", "big")
+}
+
+// TestHZNoCreate: in no-create mode (memory above its limit) a command
+// that would create a hash or sorted set answers OOM; existing keys still
+// change.
+func TestHZNoCreate(t *testing.T) {
+	h := newHZEnv(t)
+	h.do(false, "HSET h a 1")
+	h.do(false, "ZADD z 1 a")
+	if err := h.e.SetNoCreate(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	oom := hzE(kv.ErrOOM)
+	hzRun1(t, h, []hzStep{
+		{"HSET new a 1", oom, ""}, {"HMSET new a 1", oom, ""}, {"HSETNX new a 1", oom, ""},
+		{"HINCRBY new a 1", oom, ""}, {"HINCRBYFLOAT new a 1", oom, ""},
+		{"ZADD new 1 a", oom, ""}, {"ZINCRBY new 1 a", oom, ""},
+		{"ZADD new XX 1 a", hzI(0), ""},
+		{"HSET h b 2", hzI(1), ""}, {"ZADD z 2 b", hzI(1), ""},
+		{"HLEN new", hzI(0), ""}, {"ZCARD new", hzI(0), ""},
+	})
+}
+
+// hzRun1 runs steps in RESP2 on h.
+func hzRun1(t *testing.T, h *hzEnv, steps []hzStep) {
+	t.Helper()
+	for i, s := range steps {
+		if got := h.do(false, s.cmd); got != s.want {
+			t.Errorf("step %d %s: got %q want %q", i, s.cmd, got, s.want)
+		}
+	}
+}
+
+// TestHZRedisRandom sends the same random hash and sorted-set commands to
+// a real redis-server and to the engine and compares every reply.
+func TestHZRedisRandom(t *testing.T) {
+	r := startHZRedis(t)
+	rng := rand.New(rand.NewPCG(20, 7))
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	fields := []string{"a", "b", "c", "d", "e", "f", "ab", "''"}
+	nums := []string{"0", "1", "-1", "2", "3.5", "-2.25", "10", "1e3", "0.1", "x", "+inf", "-inf", "7"}
+	bounds := []string{"-inf", "+inf", "0", "1", "(1", "2", "(2", "3.5", "(3.5", "10", "(10", "x", "-1"}
+	ranks := []string{"0", "1", "-1", "2", "-2", "5", "-100", "100", "x"}
+	gen := func() string {
+		hk, zk := pick("h1", "h2"), pick("z1", "z2", "h1")
+		switch rng.IntN(24) {
+		case 0:
+			return "HSET " + hk + " " + pick(fields...) + " " + pick(nums...) + " " + pick(fields...) + " " + pick(nums...)
+		case 1:
+			return "HGET " + hk + " " + pick(fields...)
+		case 2:
+			return "HMGET " + hk + " " + pick(fields...) + " " + pick(fields...)
+		case 3:
+			return "HDEL " + hk + " " + pick(fields...) + " " + pick(fields...)
+		case 4:
+			return pick("HGETALL ", "HKEYS ", "HVALS ", "HLEN ") + hk
+		case 5:
+			return "HINCRBY " + hk + " " + pick(fields...) + " " + pick(nums...)
+		case 6:
+			return "HINCRBYFLOAT " + hk + " " + pick(fields...) + " " + pick(nums...)
+		case 7:
+			return pick("HSETNX ", "HEXISTS ", "HSTRLEN ") + hk + " " + pick(fields...) + " 5"
+		case 8, 9, 10:
+			opts := ""
+			for range rng.IntN(3) {
+				opts += pick("NX ", "XX ", "GT ", "LT ", "CH ", "INCR ")
+			}
+			s := "ZADD " + zk + " " + opts + pick(nums...) + " " + pick(fields...)
+			if rng.IntN(2) == 0 {
+				s += " " + pick(nums...) + " " + pick(fields...)
+			}
+			return s
+		case 11:
+			return "ZINCRBY " + zk + " " + pick(nums...) + " " + pick(fields...)
+		case 12:
+			return "ZREM " + zk + " " + pick(fields...) + " " + pick(fields...)
+		case 13:
+			return pick("ZSCORE ", "ZRANK ", "ZREVRANK ") + zk + " " + pick(fields...)
+		case 14:
+			return "ZMSCORE " + zk + " " + pick(fields...) + " " + pick(fields...)
+		case 15:
+			return "ZCARD " + zk
+		case 16:
+			return "ZCOUNT " + zk + " " + pick(bounds...) + " " + pick(bounds...)
+		case 17:
+			return pick("ZRANGE ", "ZREVRANGE ") + zk + " " + pick(ranks...) + " " + pick(ranks...) + pick("", " WITHSCORES", " REV", " REV WITHSCORES")
+		case 18, 19:
+			s := pick("ZRANGE ", "ZRANGEBYSCORE ", "ZREVRANGEBYSCORE ") + zk + " " + pick(bounds...) + " " + pick(bounds...)
+			if s[:7] == "ZRANGE " {
+				s += pick(" BYSCORE", " BYSCORE REV", " REV BYSCORE")
+			}
+			if rng.IntN(2) == 0 {
+				s += " LIMIT " + pick(ranks...) + " " + pick(ranks...)
+			}
+			return s + pick("", " WITHSCORES")
+		case 20:
+			return "ZRANGE " + zk + " " + pick("-", "+", "[a", "(b", "[c", "(ab", "x") + " " + pick("-", "+", "[a", "(b", "[e", "(f") +
+				pick(" BYLEX", " BYLEX REV", " REV BYLEX LIMIT 1 2", " BYLEX LIMIT 0 1")
+		case 21:
+			return "ZREMRANGEBYSCORE " + zk + " " + pick(bounds...) + " " + pick(bounds...)
+		case 22:
+			return "ZREMRANGEBYRANK " + zk + " " + pick(ranks...) + " " + pick(ranks...)
+		}
+		return "HMSET " + hk + " " + pick(fields...) + " " + pick(nums...)
+	}
+	for _, resp3 := range []bool{false, true} {
+		c, err := r.dial(resp3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.do([][]byte{[]byte("FLUSHALL")}); err != nil {
+			t.Fatal(err)
+		}
+		h := newHZEnv(t)
+		fails := 0
+		for range 3000 {
+			line := gen()
+			args := hzArgs(t, line)
+			want, err := c.do(args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := h.doArgs(resp3, args); got != want {
+				t.Errorf("resp3=%v %s:\n got %q\nwant %q", resp3, line, got, want)
+				if fails++; fails > 10 {
+					t.FailNow()
+				}
+			}
+		}
+		c.close()
+	}
 }
