@@ -2,6 +2,7 @@ package kv_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -547,4 +548,78 @@ func TestHZRedisRandom(t *testing.T) {
 		}
 		c.close()
 	}
+}
+
+// hzCommands is every command of hash.go and zset.go.
+var hzCommands = []string{"hget", "hmget", "hset", "hmset", "hsetnx", "hdel", "hgetall", "hexists", "hlen",
+	"hincrby", "hincrbyfloat", "hkeys", "hvals", "hstrlen", "zadd", "zrem", "zcard", "zcount", "zscore", "zmscore",
+	"zrange", "zrangebyscore", "zrevrangebyscore", "zrevrange", "zremrangebyscore", "zremrangebyrank", "zrank",
+	"zrevrank", "zincrby"}
+
+// TestHZSpecsMatchRedis compares each spec's arity, flags, key positions
+// and ACL categories with what redis-server's COMMAND INFO reports.
+func TestHZSpecsMatchRedis(t *testing.T) {
+	r := startHZRedis(t)
+	c, err := r.dial(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	for _, name := range hzCommands {
+		spec, ok := kv.Lookup([]byte(name))
+		if !ok {
+			t.Errorf("%s not registered", name)
+			continue
+		}
+		raw, err := c.do([][]byte{[]byte("COMMAND"), []byte("INFO"), []byte(name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := hzParseRESP(raw)
+		info := v.([]any)[0].([]any)
+		strs := func(x any) []string {
+			var out []string
+			for _, s := range x.([]any) {
+				out = append(out, s.(string))
+			}
+			return out
+		}
+		got := fmt.Sprint(spec.Arity, spec.Flags, spec.FirstKey, spec.LastKey, spec.KeyStep, spec.ACL)
+		want := fmt.Sprint(info[1], strs(info[2]), info[3], info[4], info[5], strs(info[6]))
+		if got != want {
+			t.Errorf("%s: spec %s, redis %s", name, got, want)
+		}
+		if want := map[byte]string{'h': "hash", 'z': "sorted-set"}[name[0]]; spec.Group != want || spec.Since == "" || spec.Summary == "" {
+			t.Errorf("%s: group %q since %q summary %q", name, spec.Group, spec.Since, spec.Summary)
+		}
+	}
+}
+
+// hzParseRESP parses one RESP2 reply into strings, ints and []any.
+func hzParseRESP(s string) (any, string) {
+	i := strings.Index(s, "\r\n")
+	line, rest := s[1:i], s[i+2:]
+	switch s[0] {
+	case '+', '-':
+		return line, rest
+	case ':':
+		n, _ := strconv.Atoi(line)
+		return n, rest
+	case '$':
+		n, _ := strconv.Atoi(line)
+		if n < 0 {
+			return nil, rest
+		}
+		return rest[:n], rest[n+2:]
+	case '*':
+		n, _ := strconv.Atoi(line)
+		out := []any{}
+		for range n {
+			var v any
+			v, rest = hzParseRESP(rest)
+			out = append(out, v)
+		}
+		return out, rest
+	}
+	panic("unexpected RESP " + s)
 }
