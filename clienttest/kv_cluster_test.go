@@ -305,7 +305,7 @@ func TestKVClusterSnapshot(t *testing.T) {
 	for i, n := range c.nodes {
 		clients[i] = clusterClient(t, n.respAddr)
 	}
-	keys := kvKeysServed(t, "snap:")
+	keys := kvKeys("snap:")
 	written := time.Now()
 	writeKV(t, clients, keys)
 	// A limiter key next to them.
