@@ -76,8 +76,7 @@ func fillFields(t *testing.T, v reflect.Value, rng *rand.Rand) {
 			}
 			f.SetString(string(b))
 		case reflect.Interface:
-			// Result.Err: set separately; Request.Cmd: nil on a limiter
-			// request.
+			// Result.Err: set separately; Request.Cmd: OpCmd only.
 		default:
 			t.Fatalf("field %s: unhandled kind %s: teach the encoding (and this test) about it", name, f.Kind())
 		}
@@ -99,8 +98,8 @@ func abs64(x int64) int64 {
 }
 
 func TestRequestEncodingCarriesEveryField(t *testing.T) {
-	// Cmd, an OpCmd request's data command, travels as its kv encoding
-	// (kv_entry_test.go); the round trip below is of limiter requests.
+	// Cmd travels in OpCmd requests only, as the command's own encoding
+	// (kv.Append): kv_entry_test.go round-trips those.
 	want := []string{"Cmd", "Cost", "Interval", "Key", "Limit", "Op", "ReadOnly", "Scaled", "Tiers", "Window"} // sorted
 	var got []string
 	rt := reflect.TypeOf(engine.Request{})
