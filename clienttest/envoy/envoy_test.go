@@ -76,6 +76,8 @@ var raceEnabled bool
 func TestEnvoyRatelimit(t *testing.T) {
 	root := repoRoot(t)
 	trackSources(root)
+	os.Stat("go.mod") // the ratelimit service's version, for the same reason
+	os.Stat("go.sum")
 	bin := t.TempDir()
 
 	t0 := time.Now()
@@ -349,7 +351,7 @@ func startRlserver(t *testing.T, bin string) *proc {
 		if err := tryReady(p, p.respReady); err == nil {
 			return p
 		} else if !strings.Contains(p.out.String(), "address already in use") {
-			t.Fatalf("rlserver not ready: %v\noutput:\n%s", err, p.out)
+			t.Fatalf("rlserver not ready: %v (its output follows)", err)
 		}
 		p.mustExit0 = false // its port was taken: try another
 		p.stop()
@@ -370,7 +372,7 @@ func startRedisServer(t *testing.T) *proc {
 		"--dir", t.TempDir(), "--save", "", "--appendonly", "no")
 	p.addr = addr
 	if err := tryReady(p, p.respReady); err != nil {
-		t.Fatalf("redis-server not ready: %v\noutput:\n%s", err, p.out)
+		t.Fatalf("redis-server not ready: %v (its output follows)", err)
 	}
 	return p
 }
