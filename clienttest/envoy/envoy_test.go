@@ -110,7 +110,7 @@ func enforce(t *testing.T, ratelimitBin string, backend *proc) {
 	// Envoy's window is the current minute of the clock (the cache key ends
 	// in unix time / 60 * 60): stay clear of its end so that the 7 calls
 	// fall in one window.
-	if s := time.Now().Unix() % 60; s >= 50 {
+	if s := time.Now().Unix() % 60; s >= 55 {
 		wait := time.Duration(60-s)*time.Second + 200*time.Millisecond
 		t.Logf("%ds into the minute: waiting %v for a fresh window", s, wait)
 		time.Sleep(wait)
