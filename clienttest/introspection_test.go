@@ -72,7 +72,7 @@ func TestConfigSetAllOrNothing(t *testing.T) {
 	before := configGet(t, c, "maxmemory")
 
 	// A bad value later in the call leaves the earlier ones unapplied.
-	want := "ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - argument(s) must be one of the following: volatile-ttl, noeviction"
+	want := "ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - argument(s) must be one of the following: volatile-ttl, allkeys-lru, noeviction"
 	if got := errText(c, "CONFIG", "SET", "maxmemory", "20000000", "maxmemory-policy", "bogus"); got != want {
 		t.Errorf("bad policy: %q, want %q", got, want)
 	}

@@ -162,8 +162,8 @@ func TestMaxMemoryNoEviction(t *testing.T) {
 	}
 	wantErr(t, c, "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value",
 		"CONFIG", "SET", "maxmemory", "lots")
-	wantErr(t, c, "ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - argument(s) must be one of the following: volatile-ttl, noeviction",
-		"CONFIG", "SET", "maxmemory-policy", "allkeys-lru")
+	wantErr(t, c, "ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - argument(s) must be one of the following: volatile-ttl, allkeys-lru, noeviction",
+		"CONFIG", "SET", "maxmemory-policy", "allkeys-random")
 	if got := infoInt(t, c, "stats", "evicted_keys"); got != 0 {
 		t.Errorf("evicted_keys = %d under noeviction", got)
 	}

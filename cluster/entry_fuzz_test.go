@@ -60,6 +60,7 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add([]byte{99, 2})
 	f.Add(append([]byte{cmdNoCreate}, batchEntry(5, valid[0])...))
 	f.Add(appendEvict(nil, 5, engine.EvictRange{From: 1, To: 1 << 40, N: 3}))
+	f.Add(appendEvict(nil, 5, engine.EvictRange{From: 1, To: 1 << 40, N: 3, LRU: true}))
 	for _, seed := range policyFuzzSeeds() { // policy_test.go
 		f.Add(seed)
 	}

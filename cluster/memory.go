@@ -75,21 +75,25 @@ func appendEvict(dst []byte, nowNanos int64, r engine.EvictRange) []byte {
 	dst = appendEntryHeader(dst, cmdEvict, nowNanos)
 	dst = binary.AppendUvarint(dst, uint64(r.N))
 	dst = binary.BigEndian.AppendUint64(dst, r.From)
-	return binary.BigEndian.AppendUint64(dst, r.To)
+	dst = binary.BigEndian.AppendUint64(dst, r.To)
+	if r.LRU {
+		dst = append(dst, 1) // allkeys-lru; absent for volatile-ttl, as before
+	}
+	return dst
 }
 
 // decodeEvict decodes the body of a cmdEvict entry (after the header).
 func decodeEvict(e *entry, b []byte) error {
 	d := decoder{b: b}
 	count := d.uvarint()
-	if d.err != nil || len(d.b) != 16 || count > 1<<31 {
+	if d.err != nil || (len(d.b) != 16 && (len(d.b) != 17 || d.b[16] != 1)) || count > 1<<31 {
 		return errCorrupt
 	}
 	from, to := binary.BigEndian.Uint64(d.b), binary.BigEndian.Uint64(d.b[8:])
 	if from > to {
 		return errCorrupt
 	}
-	e.evict = engine.EvictRange{From: from, To: to, N: int(count)}
+	e.evict = engine.EvictRange{From: from, To: to, N: int(count), LRU: len(d.b) == 17}
 	return nil
 }
 

@@ -115,7 +115,9 @@ func (s *shard) Get(key []byte) (*values.Entry, error) {
 	if sl.kind() != kindData {
 		return nil, ErrWrongType
 	}
-	return &s.data.vals[sl.val], nil
+	e := &s.data.vals[sl.val]
+	e.Used = s.now
+	return e, nil
 }
 
 // Create implements Keyspace.
@@ -124,7 +126,7 @@ func (s *shard) Create(key []byte, t values.Type) (*values.Entry, error) {
 		return nil, ErrOOM
 	}
 	i := s.insert(key, hashKey(key), kindData)
-	e := values.Entry{}
+	e := values.Entry{Used: s.now}
 	switch t {
 	case values.TypeHash:
 		e.Obj = values.NewHash()
@@ -282,6 +284,7 @@ func (s *shard) putData(key []byte, h uint64, rec *Record) {
 	if dataExpiresAt(&e) <= s.now {
 		return
 	}
+	e.Used = s.now
 	i := s.insert(key, h, kindData)
 	s.tab.slots[i].val = s.data.add(e)
 	s.types[e.Type()]++

@@ -137,6 +137,11 @@ func (s *shard) refuseCreate(r *Request, out *Result) bool {
 type EvictRange struct {
 	From, To uint64
 	N        int
+	// LRU picks by last use instead of soonest empty (allkeys-lru): the
+	// data keys used least recently first, whatever their TTL, then the
+	// limiter keys, soonest empty first (a limiter key keeps no time of
+	// last use; its state empties on its own).
+	LRU bool
 }
 
 // Evict removes up to r.N keys among those whose hash lies in the range
@@ -190,13 +195,17 @@ func (e *Engine) Evict(ctx context.Context, nowNanos int64, r EvictRange) (int, 
 
 // evictCand is a key sampled for eviction.
 type evictCand struct {
-	expires int64
+	class   int   // the order between kinds: 0 first
+	expires int64 // the order within a class: soonest empty, or least recently used (LRU)
 	hash    uint64
 	key     []byte // a copy
 	shard   int
 }
 
 func (a evictCand) compare(b evictCand) int {
+	if c := cmp.Compare(a.class, b.class); c != 0 {
+		return c
+	}
 	if c := cmp.Compare(a.expires, b.expires); c != 0 {
 		return c
 	}
@@ -231,7 +240,15 @@ func (s *shard) evictCandidates(r EvictRange) []evictCand {
 		if sl.used() {
 			key := keyOf(t.arena, sl)
 			if h := hashKey(key); h >= r.From && h <= r.To {
-				if exp := s.expiresAt(sl.kind(), sl.val); exp > s.now && exp != math.MaxInt64 {
+				exp := s.expiresAt(sl.kind(), sl.val)
+				switch {
+				case exp <= s.now:
+					// expired: dropped on access or by the sweep
+				case r.LRU && sl.kind() == kindData:
+					out = append(out, evictCand{expires: s.data.vals[sl.val].Used, hash: h, key: bytes.Clone(key)})
+				case r.LRU:
+					out = append(out, evictCand{class: 1, expires: exp, hash: h, key: bytes.Clone(key)})
+				case exp != math.MaxInt64: // volatile: keys without a TTL stay
 					out = append(out, evictCand{expires: exp, hash: h, key: bytes.Clone(key)})
 				}
 			}

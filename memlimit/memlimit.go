@@ -63,6 +63,9 @@ const (
 	// VolatileTTL evicts the keys closest to being empty until used
 	// memory is below the limit.
 	VolatileTTL EvictionPolicy = "volatile-ttl"
+	// AllKeysLRU evicts the data keys used least recently first, whatever
+	// their TTL, then the limiter keys closest to being empty.
+	AllKeysLRU EvictionPolicy = "allkeys-lru"
 )
 
 // Interval is how often Run checks used memory against the limit.
@@ -88,8 +91,8 @@ const gcRefresh = time.Second
 type Controller struct {
 	b        Backend
 	limit    atomic.Int64 // bytes; 0: no limit
-	volatile atomic.Bool  // VolatileTTL (else NoEviction)
-	noCreate atomic.Bool  // the last mode this controller set
+	policy   atomic.Pointer[EvictionPolicy]
+	noCreate atomic.Bool // the last mode this controller set
 
 	// heapLive, gc and now are the runtime's (tests replace them).
 	heapLive func() int64
@@ -135,22 +138,25 @@ func (c *Controller) Set(limit int64, p EvictionPolicy) error {
 		return errors.New("maxmemory must not be negative")
 	}
 	switch p {
-	case NoEviction, VolatileTTL:
+	case NoEviction, VolatileTTL, AllKeysLRU:
 	default:
-		return fmt.Errorf("maxmemory-policy %q is not supported: use %s or %s", p, NoEviction, VolatileTTL)
+		return fmt.Errorf("maxmemory-policy %q is not supported: use %s, %s or %s", p, NoEviction, VolatileTTL, AllKeysLRU)
 	}
 	c.limit.Store(limit)
-	c.volatile.Store(p == VolatileTTL)
+	c.policy.Store(&p)
 	return nil
 }
 
 // Limit reports the limit in bytes (0: none) and the policy.
 func (c *Controller) Limit() (int64, EvictionPolicy) {
-	p := NoEviction
-	if c.volatile.Load() {
-		p = VolatileTTL
+	return c.limit.Load(), c.evictionPolicy()
+}
+
+func (c *Controller) evictionPolicy() EvictionPolicy {
+	if p := c.policy.Load(); p != nil {
+		return *p
 	}
-	return c.limit.Load(), p
+	return NoEviction
 }
 
 // RefusingNewKeys reports whether this controller last turned the refusal
@@ -218,7 +224,7 @@ func (c *Controller) Enforce(ctx context.Context) {
 	// Evicting keys shrinks only their charge: when the heap alone is
 	// above the limit, eviction cannot help, and new keys are refused
 	// instead.
-	if limit > 0 && used > limit && heap < limit && c.volatile.Load() {
+	if p := c.evictionPolicy(); limit > 0 && used > limit && heap < limit && p != NoEviction {
 		// Evict in rounds sized to the excess, each picking among
 		// evictSamples times as many sampled keys, until below the
 		// limit; a bounded number per check, so a flood of new keys
@@ -228,6 +234,7 @@ func (c *Controller) Enforce(ctx context.Context) {
 			n := int((used-limit+perKey-1)/perKey) + 1
 			n = min(n, max(u.Stored/8, 64), maxEvictRound)
 			r := c.nextEvictRange(n, u.Stored)
+			r.LRU = p == AllKeysLRU
 			if _, err := c.b.Evict(ctx, r); err != nil {
 				break
 			}

@@ -155,8 +155,14 @@ func TestSetAndLimit(t *testing.T) {
 	if err := c.Set(-1, NoEviction); err == nil {
 		t.Error("negative limit accepted")
 	}
-	if err := c.Set(10, "allkeys-lru"); err == nil {
-		t.Error("allkeys-lru accepted")
+	if err := c.Set(10, "allkeys-random"); err == nil {
+		t.Error("allkeys-random accepted")
+	}
+	if err := c.Set(10, AllKeysLRU); err != nil {
+		t.Fatal(err)
+	}
+	if _, p := c.Limit(); p != AllKeysLRU {
+		t.Fatalf("policy %s, want allkeys-lru", p)
 	}
 	if err := c.Set(10, VolatileTTL); err != nil {
 		t.Fatal(err)
@@ -179,6 +185,25 @@ func TestParseMemory(t *testing.T) {
 		n, err := ParseMemory(tc.in)
 		if (err != nil) != tc.bad || n != tc.want {
 			t.Errorf("ParseMemory(%q) = %d, %v", tc.in, n, err)
+		}
+	}
+}
+
+// TestAllKeysLRUEvictsByLastUse: allkeys-lru evicts in the same rounds as
+// volatile-ttl, each range marked LRU, so the engine picks by last use.
+func TestAllKeysLRUEvictsByLastUse(t *testing.T) {
+	f := &fakeBackend{stored: 1000, perKey: 100, leader: true}
+	c, _ := newTest(f, 0)
+	if err := c.Set(50000, AllKeysLRU); err != nil {
+		t.Fatal(err)
+	}
+	c.Enforce(t.Context())
+	if len(f.evicts) == 0 || f.stored > 500 {
+		t.Fatalf("evicted in %d rounds, %d keys left; want at most 500", len(f.evicts), f.stored)
+	}
+	for i, r := range f.evicts {
+		if !r.LRU {
+			t.Errorf("round %d: range %+v is not LRU", i, r)
 		}
 	}
 }

@@ -134,10 +134,10 @@ func (s *Server) checkSetting(key, value string) (why string, own bool) {
 		}
 	case "maxmemory-policy":
 		switch memlimit.EvictionPolicy(strings.ToLower(value)) {
-		case memlimit.NoEviction, memlimit.VolatileTTL:
+		case memlimit.NoEviction, memlimit.VolatileTTL, memlimit.AllKeysLRU:
 		default:
 			// Redis's enum text, listing the policies rlserver has.
-			return "argument(s) must be one of the following: " + string(memlimit.VolatileTTL) + ", " + string(memlimit.NoEviction), true
+			return "argument(s) must be one of the following: " + string(memlimit.VolatileTTL) + ", " + string(memlimit.AllKeysLRU) + ", " + string(memlimit.NoEviction), true
 		}
 	case "proto-max-bulk-len", "max-args", "max-inline-len":
 		n, err := memlimit.ParseMemory(value)

@@ -117,7 +117,7 @@ func (s *Server) configSetMemory(name, value string) (text string, ok bool) {
 	case "maxmemory-policy":
 		limit, _ := s.MaxMemory()
 		if err := s.SetMaxMemory(limit, memlimit.EvictionPolicy(strings.ToLower(value))); err != nil {
-			return "argument must be one of " + string(memlimit.NoEviction) + ", " + string(memlimit.VolatileTTL), true
+			return "argument must be one of " + string(memlimit.NoEviction) + ", " + string(memlimit.VolatileTTL) + ", " + string(memlimit.AllKeysLRU), true
 		}
 	default:
 		return "", false

@@ -49,6 +49,11 @@ type Entry struct {
 	Expire int64 // Unix ns at which the key expires; 0: never
 	Int    int64 // the integer of an integer string (Obj nil)
 	Obj    Object
+	// Used is when a command last read or wrote the key (Unix ns, the
+	// stamped time, so every replica agrees): allkeys-lru evicts the
+	// least recently used first. Snapshots do not keep it: a restored key
+	// counts as used when it was restored.
+	Used int64
 }
 
 // Object is a value that is not an integer string.

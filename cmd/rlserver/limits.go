@@ -46,7 +46,7 @@ func addLimitFlags(fs *flag.FlagSet, o *limitOptions) {
 	fs.IntVar(&o.maxKeyLen, "max-key-len", 16<<10, "longest key accepted, bytes")
 	fs.DurationVar(&o.partialTimeout, "partial-command-timeout", 30*time.Second, "a command whose first bytes arrived must be complete within this (0: no limit)")
 	fs.StringVar(&o.maxMemory, "maxmemory", "0", "memory limit for data, bytes or with a unit (100mb, 1gb; 0: none): above it new keys are refused (noeviction) or the keys closest to empty are evicted (volatile-ttl)")
-	fs.StringVar(&o.maxMemoryPolicy, "maxmemory-policy", string(memlimit.NoEviction), "what to do above --maxmemory: noeviction (refuse new keys with OOM) or volatile-ttl (evict the keys closest to empty: for a token bucket, the one closest to full)")
+	fs.StringVar(&o.maxMemoryPolicy, "maxmemory-policy", string(memlimit.NoEviction), "what to do above --maxmemory: noeviction (refuse new keys with OOM) , volatile-ttl (evict the keys closest to empty: for a token bucket, the one closest to full; data keys without a TTL stay) or allkeys-lru (evict the data keys used least recently, then the limiter keys closest to empty)")
 	fs.BoolVar(&o.protectedMode, "protected-mode", true, "with no password, refuse clients from other hosts when listening on a non-loopback address")
 }
 
@@ -62,9 +62,9 @@ func (o *limitOptions) check() error {
 	}
 	o.queryBufBytes = q
 	switch memlimit.EvictionPolicy(o.maxMemoryPolicy) {
-	case memlimit.NoEviction, memlimit.VolatileTTL:
+	case memlimit.NoEviction, memlimit.VolatileTTL, memlimit.AllKeysLRU:
 	default:
-		return fmt.Errorf("invalid value %q for --maxmemory-policy: use %s or %s", o.maxMemoryPolicy, memlimit.NoEviction, memlimit.VolatileTTL)
+		return fmt.Errorf("invalid value %q for --maxmemory-policy: use %s, %s or %s", o.maxMemoryPolicy, memlimit.NoEviction, memlimit.VolatileTTL, memlimit.AllKeysLRU)
 	}
 	switch {
 	case o.maxBulkLen < 1 || o.maxBulkLen > 1<<30:
