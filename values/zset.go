@@ -59,6 +59,17 @@ func (z *ZSet) Score(m []byte) (float64, bool) {
 	return 0, false
 }
 
+// Rank is m's position in order (0: the lowest score), and whether m is
+// a member.
+func (z *ZSet) Rank(m []byte) (int, bool) {
+	s, ok := z.Score(m)
+	if !ok {
+		return 0, false
+	}
+	i, _ := z.rank(s, m)
+	return i, true
+}
+
 // Add sets m's score (m is copied) and reports whether m is new. score
 // must not be NaN. It refuses a member longer than MaxValueLen and a new
 // member beyond MaxElements.
