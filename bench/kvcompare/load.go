@@ -59,6 +59,8 @@ type loadResult struct {
 	elapsed time.Duration
 	srvCPU  time.Duration
 	genCPU  time.Duration
+	trips   int64 // round trips in the whole run
+	reads   int64 // socket reads in the whole run
 }
 
 func (r loadResult) rate() float64 { return float64(r.ops) / r.elapsed.Seconds() }
@@ -118,6 +120,7 @@ func (l load) run(ctx context.Context) (loadResult, error) {
 				counters[i].n.Add(int64(l.depth))
 			}
 		})
+
 	}
 	sum := func() int64 {
 		var n int64
@@ -152,7 +155,12 @@ func (l load) run(ctx context.Context) (loadResult, error) {
 		}
 		return loadResult{}, fmt.Errorf("%s on %s: %w", l.pat.name, l.addr, firstErr)
 	}
-	return loadResult{all: sum(), ops: ops1 - ops0, elapsed: t1.Sub(t0), srvCPU: srv1 - srv0, genCPU: gen1 - gen0}, nil
+	res := loadResult{all: sum(), ops: ops1 - ops0, elapsed: t1.Sub(t0), srvCPU: srv1 - srv0, genCPU: gen1 - gen0}
+	res.trips = res.all / int64(l.depth)
+	for _, c := range conns {
+		res.reads += c.reads
+	}
+	return res, nil
 }
 
 // worker is one connection of a run.

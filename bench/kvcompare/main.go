@@ -272,9 +272,9 @@ func run(ctx context.Context, cfg config) (*report, error) {
 						return rep, alive(srv, err)
 					}
 					c.runs[s] = append(c.runs[s], res)
-					cfg.logf("%-22s -P %-2d round %d %-8s %10.0f %s  server %4.0f ns/op  generator %4.0f ns/op",
+					cfg.logf("%-22s -P %-2d round %d %-8s %10.0f %s  server %4.0f ns/op  generator %4.0f ns/op, %.2f reads/round trip",
 						pat.name, depth, r+1, serverNames[s], res.rate(), pat.unit,
-						perOp(res.srvCPU, res.ops), perOp(res.genCPU, res.ops))
+						perOp(res.srvCPU, res.ops), perOp(res.genCPU, res.ops), float64(res.reads)/float64(max(res.trips, 1)))
 				}
 			}
 			rep.cases = append(rep.cases, c)
@@ -365,16 +365,28 @@ func startBoth(cfg config, tmp, phase string) (servers, error) {
 		addr := fmt.Sprintf("127.0.0.1:%d", ports[i])
 		var cmdline []string
 		if i == 0 {
-			cmdline = cfg.onCPU(cfg.rlserver, append([]string{"--addr", addr, "--dir", dir}, strings.Fields(cfg.rlArgs)...)...)
+			cmdline = cfg.onCPU(cfg.rlserver, append([]string{"--addr", addr, "--dir", dir}, splitArgs(cfg.rlArgs)...)...)
 		} else {
 			cmdline = cfg.onCPU(cfg.redisServer, append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(ports[i]),
-				"--dir", dir, "--daemonize", "no", "--logfile", ""}, strings.Fields(cfg.redisArgs)...)...)
+				"--dir", dir, "--daemonize", "no", "--logfile", ""}, splitArgs(cfg.redisArgs)...)...)
 		}
 		if srv[i], err = benchproc.Start(name, addr, dir, cmdline...); err != nil {
 			return srv, err
 		}
 	}
 	return srv, nil
+}
+
+// splitArgs splits extra server flags at spaces; ” or "" is an empty
+// argument (--save ”).
+func splitArgs(s string) []string {
+	args := strings.Fields(s)
+	for i, a := range args {
+		if a == "''" || a == `""` {
+			args[i] = ""
+		}
+	}
+	return args
 }
 
 // verified is the read-back of one pattern's keys on one server.

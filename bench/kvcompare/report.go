@@ -39,6 +39,7 @@ type summary struct {
 	median, spread     float64
 	srvNs, genNs       float64
 	srvCores, genCores float64
+	readsPerTrip       float64
 }
 
 func summarize(runs []loadResult) summary {
@@ -49,7 +50,10 @@ func summarize(runs []loadResult) summary {
 	rates := make([]float64, len(runs))
 	var ops int64
 	var elapsed, srv, gen time.Duration
+	var trips, reads int64
 	for i, r := range runs {
+		trips += r.trips
+		reads += r.reads
 		rates[i] = r.rate()
 		ops += r.ops
 		elapsed += r.elapsed
@@ -67,6 +71,9 @@ func summarize(runs []loadResult) summary {
 	}
 	s.srvNs, s.genNs = perOp(srv, ops), perOp(gen, ops)
 	s.srvCores, s.genCores = srv.Seconds()/elapsed.Seconds(), gen.Seconds()/elapsed.Seconds()
+	if trips > 0 {
+		s.readsPerTrip = float64(reads) / float64(trips)
+	}
 	return s
 }
 
@@ -100,17 +107,17 @@ func (r *report) print(w io.Writer) {
 		cfg.conns, commas(float64(cfg.keys)), cfg.ttl, cfg.warmup, cfg.rounds, cfg.duration, r.loadStart, r.loadEnd)
 	if len(r.cases) > 0 {
 		fmt.Fprintln(w)
-		fmt.Fprintln(w, "| case (-P: operations per round trip) | rlserver | Redis | rlserver/Redis | server CPU ns/op, rlserver / Redis | generator CPU ns/op, rlserver / Redis | CPUs busy, server + generator: rlserver / Redis |")
-		fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|")
+		fmt.Fprintln(w, "| case (-P: operations per round trip) | rlserver | Redis | rlserver/Redis | server CPU ns/op, rlserver / Redis | generator CPU ns/op, rlserver / Redis | CPUs busy, server + generator: rlserver / Redis | generator reads per round trip, rlserver / Redis |")
+		fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|")
 		for _, c := range r.cases {
 			rl, rd := summarize(c.runs[0]), summarize(c.runs[1])
-			fmt.Fprintf(w, "| %s, %s, -P %d | %s ±%.0f%% | %s ±%.0f%% | %s | %s / %s | %s / %s | %.2f + %.2f / %.2f + %.2f |\n",
+			fmt.Fprintf(w, "| %s, %s, -P %d | %s ±%.0f%% | %s ±%.0f%% | %s | %s / %s | %s / %s | %.2f + %.2f / %.2f + %.2f | %.2f / %.2f |\n",
 				c.pat.name, c.pat.unit, c.depth,
 				commas(rl.median), 100*rl.spread, commas(rd.median), 100*rd.spread, ratio(rl.median, rd.median),
 				commas(rl.srvNs), commas(rd.srvNs), commas(rl.genNs), commas(rd.genNs),
-				rl.srvCores, rl.genCores, rd.srvCores, rd.genCores)
+				rl.srvCores, rl.genCores, rd.srvCores, rd.genCores, rl.readsPerTrip, rd.readsPerTrip)
 		}
-		fmt.Fprintln(w, "\nrates are medians of the runs, ± half their range; an operation is a pair (INCRBY + EXPIRE) or a transaction (MULTI, INCR, EXPIRE, EXEC); server CPU is /proc's user + system time (Redis's with its finished BGSAVE children)")
+		fmt.Fprintln(w, "\nrates are medians of the runs, ± half their range; an operation is a pair (INCRBY + EXPIRE) or a transaction (MULTI, INCR, EXPIRE, EXEC); server CPU is /proc's user + system time (Redis's with its finished BGSAVE children); the generator reads more per round trip from a server that writes a round trip's replies in several pieces")
 	}
 	for _, v := range r.verified {
 		status := "all match"

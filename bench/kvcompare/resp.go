@@ -14,9 +14,10 @@ import (
 // written in one call, replies parsed one at a time. The load generator
 // and the set-up and checking code share it, for both servers.
 type conn struct {
-	c   net.Conn
-	r   *bufio.Reader
-	out []byte // commands not yet written
+	c     net.Conn
+	r     *bufio.Reader
+	out   []byte // commands not yet written
+	reads int64  // socket reads so far
 }
 
 // serverError is an error reply (-ERR ...).
@@ -29,7 +30,19 @@ func dial(addr string) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &conn{c: c, r: bufio.NewReaderSize(c, 64<<10), out: make([]byte, 0, 64<<10)}, nil
+	cn := &conn{c: c, out: make([]byte, 0, 64<<10)}
+	cn.r = bufio.NewReaderSize(countReads{cn}, 64<<10)
+	return cn, nil
+}
+
+// countReads counts the reads a conn makes from its socket: a server that
+// writes a round trip's replies in several pieces makes the generator
+// read more often.
+type countReads struct{ c *conn }
+
+func (r countReads) Read(p []byte) (int, error) {
+	r.c.reads++
+	return r.c.c.Read(p)
 }
 
 func (c *conn) close() { c.c.Close() }
