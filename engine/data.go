@@ -79,6 +79,11 @@ type Keyspace interface {
 	// Digest is a hash of the key's whole state (kind, value, expiry), 0
 	// when it is missing: WATCH compares it.
 	Digest(key []byte) uint64
+	// Refusing reports whether the engine refuses new keys (maxmemory
+	// with noeviction, SetNoCreate): a command that may grow memory is
+	// then refused whole, before it changes anything, as Redis refuses
+	// its denyoom commands.
+	Refusing() bool
 }
 
 // CommandRequest is the request that runs cmd. A command whose keys may
@@ -173,6 +178,9 @@ func (s *shard) TTL(key []byte) int64 {
 // Changed implements Keyspace.
 func (s *shard) Changed([]byte) { s.dirty++ }
 
+// Refusing implements Keyspace.
+func (s *shard) Refusing() bool { return s.noCreate }
+
 // Digest implements Keyspace.
 func (s *shard) Digest(key []byte) uint64 {
 	i, ok := s.lookup(key, hashKey(key))
@@ -211,8 +219,9 @@ func dataExpiresAt(e *values.Entry) int64 {
 // crossView is the Keyspace of a command whose keys lie on several
 // shards, all held by the caller (Engine.cross) and advanced to now.
 type crossView struct {
-	e   *Engine
-	now int64
+	e     *Engine
+	now   int64
+	first *shard // a held shard: every shard has the same no-create mode
 }
 
 func (v *crossView) at(key []byte) *shard {
@@ -229,6 +238,7 @@ func (v *crossView) Kind(key []byte) Kind     { return v.at(key).Kind(key) }
 func (v *crossView) TTL(key []byte) int64     { return v.at(key).TTL(key) }
 func (v *crossView) Changed(key []byte)       { v.at(key).Changed(key) }
 func (v *crossView) Digest(key []byte) uint64 { return v.at(key).Digest(key) }
+func (v *crossView) Refusing() bool           { return v.first.noCreate }
 
 // cmdShards appends the shards of every key of r's command.
 func cmdShards(dst []int32, r *Request, n int) []int32 {

@@ -160,8 +160,8 @@ func hashRoom(h *values.Hash, pairs [][]byte) string {
 	var fresh map[string]struct{}
 	for i := 0; i+1 < len(pairs); i += 2 {
 		f, v := pairs[i], pairs[i+1]
-		if len(f) > values.MaxValueLen || len(v) > values.MaxValueLen {
-			return errorText(values.ErrTooLong)
+		if len(f) > values.MaxElementLen || len(v) > values.MaxElementLen {
+			return errorText(values.ErrElementTooLong)
 		}
 		if h != nil {
 			if _, ok := h.Get(f); ok {

@@ -221,8 +221,8 @@ func zsetRoom(z *values.ZSet, pairs [][]byte, xx bool) string {
 	var fresh map[string]struct{}
 	for j := 1; j < len(pairs); j += 2 {
 		m := pairs[j]
-		if len(m) > values.MaxValueLen {
-			return errorText(values.ErrTooLong)
+		if len(m) > values.MaxElementLen {
+			return errorText(values.ErrElementTooLong)
 		}
 		if xx {
 			continue

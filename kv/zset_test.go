@@ -374,12 +374,12 @@ func TestZSetLimiterWrongType(t *testing.T) {
 	}
 }
 
-// TestZSetLimits: a member over values.MaxValueLen, or a member beyond
+// TestZSetLimits: a member over values.MaxElementLen, or a member beyond
 // values.MaxElements, is refused and nothing changes.
 func TestZSetLimits(t *testing.T) {
 	h := newHZEnv(t)
-	long := strings.Repeat("x", values.MaxValueLen+1)
-	tooLong, tooMany := hzE(kv.ErrTooLong), hzE(kv.ErrTooMany)
+	long := strings.Repeat("x", values.MaxElementLen+1)
+	tooLong, tooMany := hzE(kv.ErrElementLong), hzE(kv.ErrTooMany)
 	do := func(want string, args ...string) {
 		t.Helper()
 		b := make([][]byte, len(args))
@@ -434,9 +434,12 @@ func TestHZNoCreate(t *testing.T) {
 		{"HSET new a 1", oom, ""}, {"HMSET new a 1", oom, ""}, {"HSETNX new a 1", oom, ""},
 		{"HINCRBY new a 1", oom, ""}, {"HINCRBYFLOAT new a 1", oom, ""},
 		{"ZADD new 1 a", oom, ""}, {"ZINCRBY new 1 a", oom, ""},
-		{"ZADD new XX 1 a", hzI(0), ""},
-		{"HSET h b 2", hzI(1), ""}, {"ZADD z 2 b", hzI(1), ""},
+		// As in Redis, denyoom commands are refused whole even on a key
+		// that exists; reads and removals still run.
+		{"ZADD new XX 1 a", oom, ""},
+		{"HSET h b 2", oom, ""}, {"ZADD z 2 b", oom, ""},
 		{"HLEN new", hzI(0), ""}, {"ZCARD new", hzI(0), ""},
+		{"HDEL h a", hzI(1), ""}, {"ZREM z a", hzI(1), ""},
 	})
 }
 

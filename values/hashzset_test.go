@@ -78,10 +78,10 @@ func TestHashModel(t *testing.T) {
 
 func TestHashBounds(t *testing.T) {
 	h := NewHash()
-	if _, err := h.Set(make([]byte, MaxValueLen+1), nil); err != ErrTooLong {
+	if _, err := h.Set(make([]byte, MaxElementLen+1), nil); err != ErrElementTooLong {
 		t.Fatal(err)
 	}
-	if _, err := h.Set([]byte("a"), make([]byte, MaxValueLen+1)); err != ErrTooLong {
+	if _, err := h.Set([]byte("a"), make([]byte, MaxElementLen+1)); err != ErrElementTooLong {
 		t.Fatal(err)
 	}
 	for i := range MaxElements {
@@ -194,7 +194,7 @@ func TestZSetModel(t *testing.T) {
 
 func TestZSetBounds(t *testing.T) {
 	z := NewZSet()
-	if _, err := z.Add(make([]byte, MaxValueLen+1), 1); err != ErrTooLong {
+	if _, err := z.Add(make([]byte, MaxElementLen+1), 1); err != ErrElementTooLong {
 		t.Fatal(err)
 	}
 	if _, err := z.Add([]byte("a"), math.NaN()); err == nil {
@@ -245,8 +245,8 @@ func TestHashZSetSnapshotRoundTrip(t *testing.T) {
 		entries = append(entries, Entry{Obj: h}, Entry{Expire: 1_700_000_000_000_000_000, Obj: z})
 	}
 	big := NewHash()
-	big.Set([]byte(""), make([]byte, MaxValueLen))
-	big.Set(make([]byte, MaxValueLen), []byte(""))
+	big.Set([]byte(""), make([]byte, MaxElementLen))
+	big.Set(make([]byte, MaxElementLen), []byte(""))
 	entries = append(entries, Entry{Expire: 5, Obj: big})
 	for i, e := range entries {
 		f := AppendFields(nil, &e)
