@@ -101,8 +101,14 @@ func (r *report) print(w io.Writer) {
 	for _, l := range r.machine {
 		fmt.Fprintln(w, l)
 	}
-	fmt.Fprintf(w, "settings: both servers on their defaults (rlserver%s: snapshots every second while keys change; Redis%s: its built-in save rules); pinned: %v\n",
-		orNone(cfg.rlArgs), orNone(cfg.redisArgs), cfg.pin)
+	rlSet, redisSet := "its defaults, snapshots every second while keys change", "its defaults, its built-in save rules"
+	if cfg.rlArgs != "" {
+		rlSet = cfg.rlArgs
+	}
+	if cfg.redisArgs != "" {
+		redisSet = cfg.redisArgs
+	}
+	fmt.Fprintf(w, "settings: rlserver %s; Redis %s; data in temporary folders; pinned: %v\n", rlSet, redisSet, cfg.pin)
 	fmt.Fprintf(w, "load:     %d connections, random keys out of %s per pattern, EXPIRE %d s; per case and server a %v warm-up, then %d runs of %v, alternating; load average %s -> %s\n",
 		cfg.conns, commas(float64(cfg.keys)), cfg.ttl, cfg.warmup, cfg.rounds, cfg.duration, r.loadStart, r.loadEnd)
 	if len(r.cases) > 0 {
@@ -165,13 +171,6 @@ func infoGrowth(m *memResult, fields []string) string {
 		parts = append(parts, fmt.Sprintf("%s %.1f (%s -> %s)", k, m.perKey(m.info0[k], m.info1[k]), commas(float64(m.info0[k])), commas(float64(m.info1[k]))))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func orNone(args string) string {
-	if args == "" {
-		return ""
-	}
-	return " " + args
 }
 
 // ratio is a/b as "1.23x".
