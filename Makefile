@@ -80,6 +80,17 @@ clean:
 bench-compare:
 	GO="$(GO)" bash bench/compare.sh
 
+# rlserver's Redis data commands side by side with redis-server 7, both on
+# their defaults (bench/kvcompare): envoy's pipelined INCRBY + EXPIRE and
+# the MULTI INCR EXPIRE EXEC limiters at -P 1 and -P 32, 50 connections,
+# random keys out of 1M, alternating rounds; then bytes per key of 1M
+# counters with a TTL. Builds rlserver from this checkout; needs
+# redis-server. About three minutes; ARGS='-duration 5s -rounds 5',
+# ARGS=-smoke (seconds) etc.
+.PHONY: bench-kv
+bench-kv:
+	GO="$(GO)" $(GO) run ./bench/kvcompare $(ARGS)
+
 # The disk-fault tests repeated: 20 follower disk faults, 5 of the
 # window after one, 5 leader disk faults (clienttest/diskfault_test.go;
 # needs root for tmpfs). About two minutes.

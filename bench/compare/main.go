@@ -35,7 +35,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha1"
 	"encoding/csv"
@@ -103,7 +102,7 @@ func main() {
 	err := run(ctx, cfg)
 	cancel()
 	stop()
-	stopAll()
+	benchproc.StopAll()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
@@ -178,7 +177,7 @@ func run(ctx context.Context, cfg config) error {
 	results := make([][2]result, len(cases))
 	for i, c := range cases {
 		for j, target := range []struct {
-			srv  *server
+			srv  *benchproc.Server
 			args []string
 		}{{rl, c.rl}, {redis, c.redis}} {
 			r, err := benchmark(ctx, cfg, target.srv, c.name, c.pipeline, target.args)
@@ -201,14 +200,14 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	rl.stop()
+	rl.Stop()
 	var noop [2]result
 	if cfg.noopServer != "" {
 		if noop, err = measureNoop(ctx, cfg, tmp, cases); err != nil {
 			return err
 		}
 	}
-	redis.stop()
+	redis.Stop()
 
 	// Phase 2: memory per key, on fresh processes.
 	var mem *memResult
@@ -221,8 +220,8 @@ func run(ctx context.Context, cfg config) error {
 		if err != nil {
 			return err
 		}
-		rl.stop()
-		redis.stop()
+		rl.Stop()
+		redis.Stop()
 	}
 
 	printReport(cfg, machine, loadStart, loadAvg(), cases, results, refs{incr, smis, noop}, mem, sha)
@@ -262,11 +261,11 @@ func measureNoop(ctx context.Context, cfg config, tmp string, cases []benchCase)
 		return out, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	srv, err := start("noop", addr, dir, cfg.onCPU(0, cfg.noopServer, "-addr", addr)...)
+	srv, err := benchproc.Start("noop", addr, dir, cfg.onCPU(0, cfg.noopServer, "-addr", addr)...)
 	if err != nil {
 		return out, err
 	}
-	defer srv.stop()
+	defer srv.Stop()
 	for i, name := range []string{"PING", "RL.ALLOW, random keys"} {
 		c := cases[caseIndex(cases, name, 32)]
 		if out[i], err = benchmark(ctx, cfg, srv, c.name, c.pipeline, c.rl); err != nil {
@@ -289,7 +288,7 @@ func caseIndex(cases []benchCase, name string, pipeline int) int {
 
 // startBoth starts redis-server with the script loaded and rlserver, each on
 // a free loopback port with a data folder under tmp.
-func startBoth(cfg config, tmp, phase, script string) (rl, redis *server, sha string, err error) {
+func startBoth(cfg config, tmp, phase, script string) (rl, redis *benchproc.Server, sha string, err error) {
 	ports, err := benchproc.FreePorts(2)
 	if err != nil {
 		return nil, nil, "", err
@@ -302,7 +301,7 @@ func startBoth(cfg config, tmp, phase, script string) (rl, redis *server, sha st
 		}
 	}
 	redisAddr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	redis, err = start("redis", redisAddr, redisDir, cfg.onCPU(0, cfg.redisServer,
+	redis, err = benchproc.Start("redis", redisAddr, redisDir, cfg.onCPU(0, cfg.redisServer,
 		"--bind", "127.0.0.1", "--port", strconv.Itoa(ports[0]), "--dir", redisDir,
 		"--save", "", "--appendonly", "no", "--daemonize", "no",
 		"--protected-mode", "yes", "--logfile", "")...)
@@ -330,7 +329,7 @@ func startBoth(cfg config, tmp, phase, script string) (rl, redis *server, sha st
 	if help, _ := exec.Command(cfg.rlserver, "--help").CombinedOutput(); strings.Contains(string(help), "-save-interval") {
 		rlArgs = append(rlArgs, "--save-interval", "0")
 	}
-	rl, err = start("rlserver", rlArgs[1], rlDir, cfg.onCPU(0, cfg.rlserver, rlArgs...)...)
+	rl, err = benchproc.Start("rlserver", rlArgs[1], rlDir, cfg.onCPU(0, cfg.rlserver, rlArgs...)...)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -340,15 +339,15 @@ func startBoth(cfg config, tmp, phase, script string) (rl, redis *server, sha st
 // sanity checks that both servers answer the benchmarked call with a
 // four-element reply whose first element is 1 (allowed), so the benchmark
 // does not measure error replies.
-func sanity(rl, redis *server, sha string) error {
+func sanity(rl, redis *benchproc.Server, sha string) error {
 	for _, t := range []struct {
-		srv  *server
+		srv  *benchproc.Server
 		args []string
 	}{
 		{rl, []string{"RL.ALLOW", "bench:sanity", "10", "1", "1"}},
 		{redis, []string{"EVALSHA", sha, "1", "bench:sanity", "10", "1", "1"}},
 	} {
-		c, err := dial(t.srv.addr, 5*time.Second)
+		c, err := dial(t.srv.Addr, 5*time.Second)
 		if err != nil {
 			return err
 		}
@@ -356,7 +355,7 @@ func sanity(rl, redis *server, sha string) error {
 		c.close()
 		a, ok := reply.([]any)
 		if err != nil || !ok || len(a) != 4 || a[0] != int64(1) || a[1] != int64(9) {
-			return fmt.Errorf("%s: %s answered %v (%v), want [1 9 0 ...]", t.srv.name, t.args[0], reply, err)
+			return fmt.Errorf("%s: %s answered %v (%v), want [1 9 0 ...]", t.srv.Name, t.args[0], reply, err)
 		}
 	}
 	return nil
@@ -365,8 +364,8 @@ func sanity(rl, redis *server, sha string) error {
 // benchmark runs one case (label, for the progress line on stderr) on one
 // server: a warm-up run, then a run sized to about cfg.seconds at the
 // warm-up's rate, whose result it returns.
-func benchmark(ctx context.Context, cfg config, srv *server, label string, pipeline int, cmd []string) (result, error) {
-	fmt.Fprintf(os.Stderr, "compare: %-22s -P %-2d on %-8s ", label, pipeline, srv.name)
+func benchmark(ctx context.Context, cfg config, srv *benchproc.Server, label string, pipeline int, cmd []string) (result, error) {
+	fmt.Fprintf(os.Stderr, "compare: %-22s -P %-2d on %-8s ", label, pipeline, srv.Name)
 	r, n, err := measureCase(ctx, cfg, srv, pipeline, cmd)
 	if err != nil {
 		fmt.Fprintln(os.Stderr)
@@ -378,7 +377,7 @@ func benchmark(ctx context.Context, cfg config, srv *server, label string, pipel
 
 // measureCase is benchmark without the progress line; it also returns the
 // measured run's request count.
-func measureCase(ctx context.Context, cfg config, srv *server, pipeline int, cmd []string) (result, int, error) {
+func measureCase(ctx context.Context, cfg config, srv *benchproc.Server, pipeline int, cmd []string) (result, int, error) {
 	warm := cfg.warm / 10
 	if pipeline > 1 {
 		warm = cfg.warm
@@ -397,11 +396,11 @@ func measureCase(ctx context.Context, cfg config, srv *server, pipeline int, cmd
 // redisBenchmark runs redis-benchmark once and parses its --csv output:
 // a header line, then "test","rps","avg_latency_ms","min_latency_ms",
 // "p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms".
-func redisBenchmark(ctx context.Context, cfg config, srv *server, pipeline, n int, cmd []string) (result, error) {
-	if err := srv.alive(); err != nil {
+func redisBenchmark(ctx context.Context, cfg config, srv *benchproc.Server, pipeline, n int, cmd []string) (result, error) {
+	if err := srv.Alive(); err != nil {
 		return result{}, err
 	}
-	host, port, _ := strings.Cut(srv.addr, ":")
+	host, port, _ := strings.Cut(srv.Addr, ":")
 	args := []string{"-h", host, "-p", port, "-c", strconv.Itoa(cfg.clients), "-n", strconv.Itoa(n),
 		"-P", strconv.Itoa(pipeline), "-r", strconv.Itoa(cfg.keyspace), "--csv"}
 	args = append(args, cmd...)
@@ -409,12 +408,12 @@ func redisBenchmark(ctx context.Context, cfg config, srv *server, pipeline, n in
 	// thousands of requests per second; a run far below that is a failure.
 	// (The whole run is bounded by -timeout as well.)
 	limit := min(60*time.Second+time.Duration(n/20_000)*time.Second, 3*time.Minute)
-	srv0, srvOK := processCPU(srv.cmd.Process.Pid)
+	srv0, srvOK := processCPU(srv.Pid())
 	out, cli, err := runTool(ctx, limit, cfg.onCPU(1, cfg.redisBenchmark, args...)...)
 	if err != nil {
 		return result{}, err
 	}
-	srv1, _ := processCPU(srv.cmd.Process.Pid)
+	srv1, _ := processCPU(srv.Pid())
 	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
 	if err != nil || len(rows) < 2 {
 		return result{}, fmt.Errorf("redis-benchmark printed no CSV result (%v):\n%s", err, out)
@@ -468,21 +467,21 @@ type memResult struct {
 // over each one's baseline after start. The rate is tiny (one token per
 // 1000 s), so every key stays live, and not full, through the measurement
 // on both servers.
-func measureMemory(ctx context.Context, cfg config, rl, redis *server, sha string) (*memResult, error) {
+func measureMemory(ctx context.Context, cfg config, rl, redis *benchproc.Server, sha string) (*memResult, error) {
 	m := &memResult{keys: cfg.memKeys}
 	time.Sleep(500 * time.Millisecond) // Redis refreshes used_memory_rss every 100 ms
 	var err error
-	if m.rlBase, err = vmRSS(rl.pid()); err != nil {
+	if m.rlBase, err = benchproc.RSS(rl.Pid()); err != nil {
 		return nil, err
 	}
-	if m.redisBase, err = redisRSS(redis.addr); err != nil {
+	if m.redisBase, err = redisRSS(redis.Addr); err != nil {
 		return nil, err
 	}
-	m.rlUsed[0], _ = infoMemory(rl.addr, "used_memory")
-	m.redisUsed[0], _ = infoMemory(redis.addr, "used_memory")
+	m.rlUsed[0], _ = infoMemory(rl.Addr, "used_memory")
+	m.redisUsed[0], _ = infoMemory(redis.Addr, "used_memory")
 
 	fmt.Fprintf(os.Stderr, "compare: loading %d keys into rlserver ", cfg.memKeys)
-	d, errs, err := fill(ctx, rl.addr, cfg.memKeys, func(key string) []string {
+	d, errs, err := fill(ctx, rl.Addr, cfg.memKeys, func(key string) []string {
 		return []string{"RL.ALLOW", key, "1000", "0.001", "1"}
 	})
 	if err != nil {
@@ -490,7 +489,7 @@ func measureMemory(ctx context.Context, cfg config, rl, redis *server, sha strin
 	}
 	m.rlFillRate, m.rlFillErr = float64(cfg.memKeys)/d.Seconds(), errs
 	fmt.Fprintf(os.Stderr, "%.0f keys/s\ncompare: loading %d keys into redis    ", m.rlFillRate, cfg.memKeys)
-	d, errs, err = fill(ctx, redis.addr, cfg.memKeys, func(key string) []string {
+	d, errs, err = fill(ctx, redis.Addr, cfg.memKeys, func(key string) []string {
 		return []string{"EVALSHA", sha, "1", key, "1000", "0.001", "1"}
 	})
 	if err != nil {
@@ -500,28 +499,28 @@ func measureMemory(ctx context.Context, cfg config, rl, redis *server, sha strin
 	fmt.Fprintf(os.Stderr, "%.0f keys/s\n", m.redisFill)
 
 	time.Sleep(time.Second) // let both settle (Go's background GC, Redis's cron)
-	if m.rlAfter, err = vmRSS(rl.pid()); err != nil {
+	if m.rlAfter, err = benchproc.RSS(rl.Pid()); err != nil {
 		return nil, err
 	}
-	if m.redisAfter, err = redisRSS(redis.addr); err != nil {
+	if m.redisAfter, err = redisRSS(redis.Addr); err != nil {
 		return nil, err
 	}
-	m.rlUsed[1], _ = infoMemory(rl.addr, "used_memory")
-	m.redisUsed[1], _ = infoMemory(redis.addr, "used_memory")
+	m.rlUsed[1], _ = infoMemory(rl.Addr, "used_memory")
+	m.redisUsed[1], _ = infoMemory(redis.Addr, "used_memory")
 	m.rlPerKey = float64(m.rlAfter-m.rlBase) / float64(cfg.memKeys)
 	m.redisPerKey = float64(m.redisAfter-m.redisBase) / float64(cfg.memKeys)
 	for _, t := range []struct {
-		srv *server
+		srv *benchproc.Server
 		dst *int64
 	}{{rl, &m.rlDBSize}, {redis, &m.redisDBSize}} {
-		c, err := dial(t.srv.addr, 5*time.Second)
+		c, err := dial(t.srv.Addr, 5*time.Second)
 		if err != nil {
 			return nil, err
 		}
 		v, err := c.do("DBSIZE")
 		c.close()
 		if err != nil {
-			return nil, fmt.Errorf("%s DBSIZE: %v", t.srv.name, err)
+			return nil, fmt.Errorf("%s DBSIZE: %v", t.srv.Name, err)
 		}
 		*t.dst, _ = v.(int64)
 	}
@@ -599,54 +598,32 @@ func fill(ctx context.Context, addr string, keys int, command func(key string) [
 	return d, firstErr, nil
 }
 
-// vmRSS reads a process's resident set size, in bytes.
-func vmRSS(pid int) (int64, error) { return procStatus(pid, "VmRSS:") }
-
 // savePeak runs SAVE on srv and returns the growth of its resident set's
 // peak during the save over its resident set before, per key: what a
-// snapshot costs on top of the keys. The peak (VmHWM) is reset first
-// through /proc/PID/clear_refs.
-func savePeak(srv *server, keys int) (float64, error) {
-	pid := srv.pid()
-	before, err := vmRSS(pid)
+// snapshot costs on top of the keys. The peak (VmHWM) is reset first.
+func savePeak(srv *benchproc.Server, keys int) (float64, error) {
+	pid := srv.Pid()
+	before, err := benchproc.RSS(pid)
 	if err != nil {
 		return 0, err
 	}
-	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
-		return 0, fmt.Errorf("resetting %s's peak RSS: %v", srv.name, err)
+	if err := benchproc.ResetPeakRSS(pid); err != nil {
+		return 0, fmt.Errorf("resetting %s's peak RSS: %v", srv.Name, err)
 	}
-	c, err := dial(srv.addr, 5*time.Second)
+	c, err := dial(srv.Addr, 5*time.Second)
 	if err != nil {
 		return 0, err
 	}
 	defer c.close()
 	c.c.SetDeadline(time.Now().Add(5 * time.Minute))
 	if _, err := c.do("SAVE"); err != nil {
-		return 0, fmt.Errorf("%s SAVE: %v", srv.name, err)
+		return 0, fmt.Errorf("%s SAVE: %v", srv.Name, err)
 	}
-	peak, err := procStatus(pid, "VmHWM:")
+	peak, err := benchproc.Status(pid, "VmHWM")
 	if err != nil {
 		return 0, err
 	}
 	return float64(peak-before) / float64(keys), nil
-}
-
-// procStatus reads a size field (VmRSS:, VmHWM:) of a process's
-// /proc/PID/status, in bytes.
-func procStatus(pid int, field string) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), field); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb * 1024, err
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 // redisRSS reads used_memory_rss (bytes) from INFO memory.

@@ -1,5 +1,6 @@
 // Package benchproc holds what the benchmark programs share about the
-// processes they start: free loopback ports and CPU time read from /proc.
+// processes they start: free loopback ports, starting and stopping
+// servers, and CPU time and memory read from /proc.
 package benchproc
 
 import (
@@ -39,7 +40,13 @@ const clockTick = 100
 
 // CPUTime is the user+system CPU time process pid has used (0 when it
 // cannot be read), from /proc/pid/stat.
-func CPUTime(pid int) time.Duration {
+func CPUTime(pid int) time.Duration { return cpuTime(pid, false) }
+
+// CPUTimeWithChildren is CPUTime plus the CPU time of pid's children it
+// has waited for (a Redis's finished BGSAVE and rewrite children).
+func CPUTimeWithChildren(pid int) time.Duration { return cpuTime(pid, true) }
+
+func cpuTime(pid int, children bool) time.Duration {
 	if pid <= 0 {
 		return 0
 	}
@@ -54,10 +61,18 @@ func CPUTime(pid int) time.Duration {
 		s = s[i+2:]
 	}
 	f := strings.Fields(s)
-	if len(f) < 13 {
+	if len(f) < 15 {
 		return 0
 	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+st) * time.Second / clockTick
+	// utime, stime, cutime, cstime.
+	var ticks int64
+	last := 12
+	if children {
+		last = 14
+	}
+	for i := 11; i <= last; i++ {
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		ticks += v
+	}
+	return time.Duration(ticks) * time.Second / clockTick
 }

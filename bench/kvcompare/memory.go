@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rlserver/rlserver/bench/internal/benchproc"
+)
+
+// memResult is one server's memory measurement.
+type memResult struct {
+	keys                    int
+	rssBase, rssAfter, peak int64            // VmRSS before and after, VmHWM after
+	info0, info1            map[string]int64 // INFO memory's integer fields before and after
+	dbsize                  int64
+	loadRate                float64 // keys per second while loading
+	settle                  time.Duration
+}
+
+func (m *memResult) perKey(before, after int64) float64 {
+	return float64(after-before) / float64(m.keys)
+}
+
+// measureMemory loads cfg.memKeys counters with a TTL into a fresh
+// server: INCR counter:<n> and EXPIRE counter:<n> 3600 for n in
+// [0, keys), through 8 connections of 256 keys per round trip.
+func measureMemory(ctx context.Context, cfg config, srv *benchproc.Server) (*memResult, error) {
+	m := &memResult{keys: cfg.memKeys}
+	time.Sleep(500 * time.Millisecond)
+	var err error
+	if m.rssBase, err = benchproc.RSS(srv.Pid()); err != nil {
+		return nil, err
+	}
+	if m.info0, err = infoMemory(srv.Addr); err != nil {
+		return nil, err
+	}
+	if err := benchproc.ResetPeakRSS(srv.Pid()); err != nil {
+		return nil, err
+	}
+	cfg.logf("loading %d counters with a TTL into %s", cfg.memKeys, srv.Name)
+	const conns, batch = 8, 256
+	begin := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, conns)
+	for ci := range conns {
+		lo, hi := cfg.memKeys*ci/conns, cfg.memKeys*(ci+1)/conns
+		wg.Go(func() {
+			c, err := dial(srv.Addr)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.close()
+			c.c.SetDeadline(time.Now().Add(5 * time.Minute))
+			var key []byte
+			for i := lo; i < hi; i += batch {
+				if ctx.Err() != nil {
+					errs <- ctx.Err()
+					return
+				}
+				end := min(i+batch, hi)
+				for k := i; k < end; k++ {
+					key = strconv.AppendInt(append(key[:0], "counter:"...), int64(k), 10)
+					c.out = append(c.out, "*2\r\n$4\r\nINCR\r\n"...)
+					c.out = appendBulk(c.out, key)
+					c.out = append(c.out, "*3\r\n$6\r\nEXPIRE\r\n"...)
+					c.out = appendBulk(c.out, key)
+					c.out = append(c.out, "$4\r\n3600\r\n"...)
+				}
+				if err := c.flush(); err != nil {
+					errs <- err
+					return
+				}
+				for k := i; k < end; k++ {
+					for _, cmd := range []string{"INCR", "EXPIRE"} {
+						if v, err := c.readInt(); err != nil || v != 1 {
+							errs <- fmt.Errorf("%s counter:%d answered %d (%v), want 1", cmd, k, v, err)
+							return
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	m.loadRate = float64(cfg.memKeys) / time.Since(begin).Seconds()
+	select {
+	case err := <-errs:
+		return nil, err
+	default:
+	}
+
+	// Let the process settle: rlserver saves a snapshot within a second
+	// of the last change and Go returns freed memory gradually; Redis's
+	// cron runs every 100 ms. At least a second, then until two readings
+	// half a second apart differ by less than 1% of the growth (at most
+	// 10 s).
+	settled := time.Now()
+	time.Sleep(time.Second)
+	prev, _ := benchproc.RSS(srv.Pid())
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(500 * time.Millisecond)
+		cur, err := benchproc.RSS(srv.Pid())
+		if err != nil {
+			return nil, err
+		}
+		d := cur - prev
+		prev = cur
+		if 100*max(d, -d) < max(cur-m.rssBase, 1<<20) {
+			break
+		}
+	}
+	m.settle = time.Since(settled)
+	m.rssAfter = prev
+	if m.peak, err = benchproc.Status(srv.Pid(), "VmHWM"); err != nil {
+		return nil, err
+	}
+	if m.info1, err = infoMemory(srv.Addr); err != nil {
+		return nil, err
+	}
+	c, err := dial(srv.Addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	v, err := c.do("DBSIZE")
+	if err != nil {
+		return nil, fmt.Errorf("DBSIZE: %w", err)
+	}
+	m.dbsize, _ = v.(int64)
+	return m, nil
+}
+
+// infoMemory reads INFO memory's integer fields.
+func infoMemory(addr string) (map[string]int64, error) {
+	c, err := dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	v, err := c.do("INFO", "memory")
+	if err != nil {
+		return nil, err
+	}
+	s, _ := v.(string)
+	out := map[string]int64{}
+	for _, line := range strings.Split(s, "\r\n") {
+		k, val, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseInt(val, 10, 64); err == nil {
+			out[k] = n
+		}
+	}
+	if _, ok := out["used_memory"]; !ok {
+		return nil, fmt.Errorf("no used_memory in INFO memory")
+	}
+	return out, nil
+}
