@@ -103,12 +103,17 @@ func (s *Spec) ArityOK(n int) bool {
 }
 
 // New returns the command for args (name first), which must fit the
-// spec's arity (ArityOK). args is copied, its bytes are not: they must stay
-// valid until the command has run.
+// spec's arity (ArityOK). args is kept, not copied: it must stay valid
+// until the command has run.
 func New(s *Spec, args [][]byte, resp3 bool) *Cmd {
-	c := &Cmd{spec: s, Args: append([][]byte(nil), args...), RESP3: resp3}
-	c.keys = s.keysOf(c.Args)
+	c := new(Cmd)
+	c.Set(s, args, resp3)
 	return c
+}
+
+// Set makes c the command for args, as New does, reusing c.
+func (c *Cmd) Set(s *Spec, args [][]byte, resp3 bool) {
+	*c = Cmd{spec: s, Args: args, RESP3: resp3, keys: s.keysOf(args)}
 }
 
 // KeysOf lists the keys of args by the spec's key positions.

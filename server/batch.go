@@ -91,6 +91,9 @@ func (s *Server) flushBatch(c *client) {
 			t.calls++
 		}
 		switch {
+		case p.status != "":
+			c.rep.conn.WriteString(p.status)
+			continue
 		case p.errText != "":
 			c.rep.error(p.errText)
 		case batchErr != nil:
@@ -133,6 +136,7 @@ func (s *Server) flushBatch(c *client) {
 	}
 	clear(c.reqs) // drop references to the connection's buffers
 	c.reqs = c.reqs[:0]
+	c.memo.release()
 	clear(c.names)
 	c.names = c.names[:0]
 	c.pending = c.pending[:0]

@@ -71,6 +71,7 @@ type pendingReply struct {
 	first   int
 	n       int
 	errText string
+	status  string // a simple string reply instead (MULTI's OK, QUEUED)
 }
 
 func newClient(id int64, conn *conn) *client {

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"unsafe"
+
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/kv"
 )
@@ -27,8 +29,30 @@ func init() {
 // batchData builds the request that runs spec's command.
 func batchData(spec *kv.Spec) batchFunc {
 	return func(m *argMemo, reqs []engine.Request, args [][]byte) ([]engine.Request, string) {
-		return append(reqs, kv.New(spec, args, m.resp3).Request()), ""
+		return append(reqs, m.cmd(spec, args).Request()), ""
 	}
+}
+
+// cmd returns a data command for args from the connection's arena: the
+// commands of a batch are reused by the next one (flushBatch calls
+// release), so a pipeline of data commands allocates none.
+func (m *argMemo) cmd(spec *kv.Spec, args [][]byte) *kv.Cmd {
+	if len(m.cmds) == cap(m.cmds) {
+		// A new block: the requests of this batch keep pointing into the
+		// old one, which stays alive until they are dropped.
+		m.cmds = make([]kv.Cmd, 0, max(16, 2*cap(m.cmds)))
+	}
+	m.cmds = m.cmds[:len(m.cmds)+1]
+	c := &m.cmds[len(m.cmds)-1]
+	c.Set(spec, args, m.resp3)
+	return c
+}
+
+// release drops the batch's commands (and their references to the
+// connection's buffer) so the arena is reused.
+func (m *argMemo) release() {
+	clear(m.cmds)
+	m.cmds = m.cmds[:0]
 }
 
 // renderData writes a data command's reply as the engine made it.
@@ -40,7 +64,8 @@ func renderData(r *replier, res []engine.Result) (int64, int64) {
 			r.errs.add(errorLine(reply))
 		}
 	}
-	r.conn.WriteRaw([]byte(reply))
+	// WriteRaw copies the bytes and never writes to them.
+	r.conn.WriteRaw(unsafe.Slice(unsafe.StringData(reply), len(reply)))
 	return 0, 0
 }
 

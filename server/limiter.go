@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/kv"
 	"github.com/rlserver/rlserver/resp"
 )
 
@@ -127,7 +128,8 @@ type argMemo struct {
 	owner *byte // the batch function that built tmpl
 	a, b  []byte
 	tmpl  engine.Request
-	resp3 bool // the connection speaks RESP3: data commands reply in it
+	resp3 bool     // the connection speaks RESP3: data commands reply in it
+	cmds  []kv.Cmd // the data commands of the pending batch (data_cmd.go)
 }
 
 // memoMaxArg bounds the bytes of an argument the memo copies.

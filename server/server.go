@@ -453,6 +453,9 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 		s.queue(c, args) // txn_cmd.go
 		return cmdOK
 	}
+	if (cmd == multiCommand || cmd == execCommand) && s.batchTxn(c, cmd) {
+		return cmdOK
+	}
 	if cmd.tiered != nil {
 		s.batchTiered(c, cmd, args)
 		return cmdOK

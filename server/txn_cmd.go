@@ -61,13 +61,17 @@ func init() {
 	fast := []string{"noscript", "loading", "stale", "fast", "allow_busy"}
 	watch := txn("watch", -2, fast, "@fast", "Monitors changes to keys to determine the execution of a transaction.", "2.2.0", cmdWatch)
 	watch.firstKey, watch.lastKey, watch.keyStep = 1, -1, 1
+	multiCommand = txn("multi", 1, fast, "@fast", "Starts a transaction.", "1.2.0", cmdMulti)
+	execCommand = txn("exec", 1, []string{"noscript", "loading", "stale", "skip_slowlog"}, "@slow", "Executes all commands in a transaction.", "1.2.0", cmdExec)
 	register(
-		txn("multi", 1, fast, "@fast", "Starts a transaction.", "1.2.0", cmdMulti),
-		txn("exec", 1, []string{"noscript", "loading", "stale", "skip_slowlog"}, "@slow", "Executes all commands in a transaction.", "1.2.0", cmdExec),
+		multiCommand,
+		execCommand,
 		txn("discard", 1, fast, "@fast", "Discards a transaction.", "2.0.0", cmdDiscard),
 		watch,
 		txn("unwatch", 1, fast, "@fast", "Forgets about watched keys of a transaction.", "2.2.0", cmdUnwatch),
 	)
+	execBatched = *execCommand
+	execBatched.handler, execBatched.render = nil, renderData
 }
 
 // queue adds a command to the open transaction, or refuses it (and marks
@@ -100,9 +104,43 @@ func (s *Server) queue(c *client, args [][]byte) {
 	}
 	c.txn.queued = append(c.txn.queued, queuedCmd{spec: spec, args: cp})
 	c.txn.show()
-	s.flushBatch(c)
-	c.rep.conn.WriteString("QUEUED")
+	c.pending = append(c.pending, pendingReply{status: "QUEUED"})
 }
+
+// batchTxn takes MULTI and a good EXEC into the pending batch, so a
+// pipeline of transactions reaches the backend in one call; it reports
+// whether it did. Everything else about them (nesting, EXEC without
+// MULTI, an aborted transaction) is the handlers' to answer.
+func (s *Server) batchTxn(c *client, cmd *command) bool {
+	switch {
+	case cmd == multiCommand && !c.txn.on:
+		c.txn.on, c.txn.slot = true, -1
+		c.txn.show()
+		c.pending = append(c.pending, pendingReply{status: "OK"})
+		c.st.at(cmd.id).calls++
+		return true
+	case cmd == execCommand && c.txn.on && !c.txn.dirty:
+		cmds := make([]*kv.Cmd, len(c.txn.queued))
+		for i, q := range c.txn.queued {
+			cmds[i] = kv.New(q.spec, q.args, c.memo.resp3)
+		}
+		t := kv.NewTxn(cmds, c.txn.watches, c.memo.resp3)
+		first := len(c.reqs)
+		c.reqs = append(c.reqs, t.Request())
+		c.pending = append(c.pending, pendingReply{cmd: &execBatched, first: first, n: 1})
+		c.txn.reset()
+		return true
+	}
+	return false
+}
+
+// multiCommand and execCommand are the table's MULTI and EXEC;
+// execBatched is EXEC as a batched command, whose reply is its
+// transaction's.
+var (
+	multiCommand, execCommand *command
+	execBatched               command
+)
 
 // refuse answers a command with an error, in order with the pending
 // batch; inside MULTI the transaction will abort.
