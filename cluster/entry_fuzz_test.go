@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/kv"
 )
 
 // FuzzDecodeEntry gives arbitrary bytes to the log entry decoder. The FSM
@@ -62,6 +63,7 @@ func FuzzDecodeEntry(f *testing.F) {
 	for _, seed := range policyFuzzSeeds() { // policy_test.go
 		f.Add(seed)
 	}
+	f.Add(kvFuzzSeed(f)) // data commands and a transaction (kv_entry_test.go)
 	f.Add(appendResults(nil, []engine.Result{{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 1e9, Err: engine.ErrWrongType}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// The forwarding decoders: no panic, and only errCorrupt.
@@ -92,11 +94,14 @@ func FuzzDecodeEntry(f *testing.F) {
 		if e.cmd == cmdEvict { // maxmemory (memory.go)
 			again = appendEvict(nil, e.nowNanos, e.evict)
 		}
+		if e.cmd == cmdMeta || e.cmd == cmdSlots { // directory.go, slotmove.go
+			again = append(again, e.meta...)
+		}
 		if e.noCreate {
 			again = append([]byte{cmdNoCreate}, again...)
 		}
 		e2, err := decodeEntry(again)
-		if err != nil || !entryFuzzSame(e, e2) || e.noCreate != e2.noCreate || e.evict != e2.evict {
+		if err != nil || !entryFuzzSame(e, e2) || e.noCreate != e2.noCreate || e.evict != e2.evict || !bytes.Equal(e.meta, e2.meta) {
 			t.Fatalf("entry %+v re-encodes to %x, which decodes to %+v, %v", e, again, e2, err)
 		}
 		for i := range e.reqs {
@@ -130,6 +135,9 @@ func entryFuzzSame(a, b entry) bool {
 			x.Interval != y.Interval || x.Limit != y.Limit || x.Window != y.Window || x.Cost != y.Cost {
 			return false
 		}
+		if (x.Cmd == nil) != (y.Cmd == nil) || (x.Cmd != nil && !bytes.Equal(kv.Append(nil, x.Cmd), kv.Append(nil, y.Cmd))) {
+			return false
+		}
 	}
 	return true
 }
@@ -139,6 +147,13 @@ func entryFuzzSame(a, b entry) bool {
 func entryFuzzUnbuildable(r *engine.Request) string {
 	switch r.Op {
 	case engine.OpDel, engine.OpExists, engine.OpTTL:
+		return ""
+	case engine.OpCmd:
+		// A data command: kv.Decode built it from a known command of the
+		// right arity (kv.New is its constructor).
+		if r.Cmd == nil {
+			return "no command"
+		}
 		return ""
 	case engine.OpGCRA, engine.OpShape:
 		switch {

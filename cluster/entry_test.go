@@ -69,8 +69,14 @@ func fillFields(t *testing.T, v reflect.Value, rng *rand.Rand) {
 				b[j] = byte(rng.IntN(256))
 			}
 			f.SetBytes(b)
+		case reflect.String:
+			b := make([]byte, 1+rng.IntN(40))
+			for j := range b {
+				b[j] = byte(rng.IntN(256))
+			}
+			f.SetString(string(b))
 		case reflect.Interface:
-			// Result.Err: set separately.
+			// Result.Err: set separately; Request.Cmd: OpCmd only.
 		default:
 			t.Fatalf("field %s: unhandled kind %s: teach the encoding (and this test) about it", name, f.Kind())
 		}
@@ -92,7 +98,9 @@ func abs64(x int64) int64 {
 }
 
 func TestRequestEncodingCarriesEveryField(t *testing.T) {
-	want := []string{"Cost", "Interval", "Key", "Limit", "Op", "ReadOnly", "Scaled", "Tiers", "Window"} // sorted
+	// Cmd travels in OpCmd requests only, as the command's own encoding
+	// (kv.Append): kv_entry_test.go round-trips those.
+	want := []string{"Cmd", "Cost", "Interval", "Key", "Limit", "Op", "ReadOnly", "Scaled", "Tiers", "Window"} // sorted
 	var got []string
 	rt := reflect.TypeOf(engine.Request{})
 	for i := range rt.NumField() {
@@ -148,7 +156,7 @@ func appendUvarintCount(dst []byte, n int) []byte {
 
 // TestResultEncodingCarriesEveryField: the same for forwarded results.
 func TestResultEncodingCarriesEveryField(t *testing.T) {
-	want := []string{"Err", "Allowed", "Limit", "Remaining", "RetryAfter", "ResetAfter", "Delay", "Queued", "Value", "Kind"}
+	want := []string{"Err", "Allowed", "Limit", "Remaining", "RetryAfter", "ResetAfter", "Delay", "Queued", "Value", "Kind", "Reply"}
 	var got []string
 	rt := reflect.TypeOf(engine.Result{})
 	for i := range rt.NumField() {

@@ -59,9 +59,12 @@ type Keyspace interface {
 	// (expired keys are missing), or ErrWrongType when it holds limiter
 	// state.
 	Get(key []byte) (*values.Entry, error)
-	// Create adds key, which must be missing, with an empty entry that
-	// the caller fills, or fails with ErrOOM in no-create mode.
-	Create(key []byte) (*values.Entry, error)
+	// Create adds key, which must be missing, with an empty value of type
+	// t (the integer 0, an empty hash or sorted set) that the caller
+	// fills, or fails with ErrOOM in no-create mode. A key's type never
+	// changes in place: a command that stores another type deletes the key
+	// and creates it again, so the key counts by type stay exact.
+	Create(key []byte, t values.Type) (*values.Entry, error)
 	// Delete removes the key, of any kind, and reports whether it
 	// existed.
 	Delete(key []byte) bool
@@ -76,6 +79,11 @@ type Keyspace interface {
 	// Digest is a hash of the key's whole state (kind, value, expiry), 0
 	// when it is missing: WATCH compares it.
 	Digest(key []byte) uint64
+	// Refusing reports whether the engine refuses new keys (maxmemory
+	// with noeviction, SetNoCreate): a command that may grow memory is
+	// then refused whole, before it changes anything, as Redis refuses
+	// its denyoom commands.
+	Refusing() bool
 }
 
 // CommandRequest is the request that runs cmd. A command whose keys may
@@ -111,14 +119,23 @@ func (s *shard) Get(key []byte) (*values.Entry, error) {
 }
 
 // Create implements Keyspace.
-func (s *shard) Create(key []byte) (*values.Entry, error) {
+func (s *shard) Create(key []byte, t values.Type) (*values.Entry, error) {
 	if s.noCreate {
 		return nil, ErrOOM
 	}
 	i := s.insert(key, hashKey(key), kindData)
-	v := s.data.add(values.Entry{})
+	e := values.Entry{}
+	switch t {
+	case values.TypeHash:
+		e.Obj = values.NewHash()
+	case values.TypeZSet:
+		e.Obj = values.NewZSet()
+	default:
+		t = values.TypeString
+	}
+	v := s.data.add(e)
 	s.tab.slots[i].val = v
-	s.types[values.TypeString]++
+	s.types[t]++
 	s.dirty++
 	return &s.data.vals[v], nil
 }
@@ -161,6 +178,9 @@ func (s *shard) TTL(key []byte) int64 {
 // Changed implements Keyspace.
 func (s *shard) Changed([]byte) { s.dirty++ }
 
+// Refusing implements Keyspace.
+func (s *shard) Refusing() bool { return s.noCreate }
+
 // Digest implements Keyspace.
 func (s *shard) Digest(key []byte) uint64 {
 	i, ok := s.lookup(key, hashKey(key))
@@ -199,22 +219,26 @@ func dataExpiresAt(e *values.Entry) int64 {
 // crossView is the Keyspace of a command whose keys lie on several
 // shards, all held by the caller (Engine.cross) and advanced to now.
 type crossView struct {
-	e   *Engine
-	now int64
+	e     *Engine
+	now   int64
+	first *shard // a held shard: every shard has the same no-create mode
 }
 
 func (v *crossView) at(key []byte) *shard {
 	return v.e.shards[ShardOf(key, len(v.e.shards))]
 }
 
-func (v *crossView) Now() int64                               { return v.now }
-func (v *crossView) Get(key []byte) (*values.Entry, error)    { return v.at(key).Get(key) }
-func (v *crossView) Create(key []byte) (*values.Entry, error) { return v.at(key).Create(key) }
-func (v *crossView) Delete(key []byte) bool                   { return v.at(key).Delete(key) }
-func (v *crossView) Kind(key []byte) Kind                     { return v.at(key).Kind(key) }
-func (v *crossView) TTL(key []byte) int64                     { return v.at(key).TTL(key) }
-func (v *crossView) Changed(key []byte)                       { v.at(key).Changed(key) }
-func (v *crossView) Digest(key []byte) uint64                 { return v.at(key).Digest(key) }
+func (v *crossView) Now() int64                            { return v.now }
+func (v *crossView) Get(key []byte) (*values.Entry, error) { return v.at(key).Get(key) }
+func (v *crossView) Create(key []byte, t values.Type) (*values.Entry, error) {
+	return v.at(key).Create(key, t)
+}
+func (v *crossView) Delete(key []byte) bool   { return v.at(key).Delete(key) }
+func (v *crossView) Kind(key []byte) Kind     { return v.at(key).Kind(key) }
+func (v *crossView) TTL(key []byte) int64     { return v.at(key).TTL(key) }
+func (v *crossView) Changed(key []byte)       { v.at(key).Changed(key) }
+func (v *crossView) Digest(key []byte) uint64 { return v.at(key).Digest(key) }
+func (v *crossView) Refusing() bool           { return v.first.noCreate }
 
 // cmdShards appends the shards of every key of r's command.
 func cmdShards(dst []int32, r *Request, n int) []int32 {

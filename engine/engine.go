@@ -260,7 +260,8 @@ func (e *Engine) cross(b *batch, nowNanos int64, reqs []Request, res []Result) {
 			for _, si := range held {
 				e.shards[si].advance(now)
 			}
-			res[g] = Result{Reply: string(reqs[g].Cmd.Exec(&crossView{e: e, now: now}, nil))}
+			v := &crossView{e: e, now: now, first: e.shards[held[0]]}
+			res[g] = Result{Reply: string(reqs[g].Cmd.Exec(v, nil))}
 			g = end
 			continue
 		}

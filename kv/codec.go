@@ -161,6 +161,9 @@ func Decode(b []byte) (engine.Command, error) {
 		for i := range cmds {
 			cmds[i] = d.cmd(resp3, false)
 		}
+		if d.bad {
+			return nil, ErrCorrupt // a command that did not decode is nil
+		}
 		out = NewTxn(cmds, watches, resp3)
 	default:
 		return nil, ErrCorrupt

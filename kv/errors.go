@@ -19,6 +19,7 @@ const (
 	ErrHashNotFloat = "ERR hash value is not a float"
 	ErrNaN          = "ERR increment would produce NaN or Infinity"
 	ErrTooLong      = "ERR value is longer than the limit of 65536 bytes"
+	ErrElementLong  = "ERR hash field or value, or sorted set member, is longer than the limit of 512 bytes"
 	ErrTooMany      = "ERR the hash or sorted set would hold more than 10000 elements"
 	ErrExecAbort    = "EXECABORT Transaction discarded because of previous errors."
 )
@@ -32,6 +33,8 @@ func errorText(err error) string {
 		return ErrOOM
 	case errors.Is(err, values.ErrTooLong):
 		return ErrTooLong
+	case errors.Is(err, values.ErrElementTooLong):
+		return ErrElementLong
 	case errors.Is(err, values.ErrTooMany):
 		return ErrTooMany
 	}

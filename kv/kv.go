@@ -32,7 +32,8 @@ type Spec struct {
 	// transaction (DEL, EXISTS, TTL, PING...): kv runs it inside one.
 	TxnOnly bool
 
-	run func(c *Cmd, ks engine.Keyspace, w *Writer)
+	run     func(c *Cmd, ks engine.Keyspace, w *Writer)
+	denyOOM bool // flagged denyoom: refused whole while the engine refuses new keys
 }
 
 // Write reports whether the command may write.
@@ -60,6 +61,9 @@ func register(list ...*Spec) {
 	for _, s := range list {
 		if specs[s.Name] != nil {
 			panic("kv: " + s.Name + " registered twice")
+		}
+		for _, f := range s.Flags {
+			s.denyOOM = s.denyOOM || f == "denyoom"
 		}
 		specs[s.Name] = s
 	}
@@ -139,6 +143,10 @@ func (c *Cmd) Keys() [][]byte { return c.keys }
 // Exec implements engine.Command.
 func (c *Cmd) Exec(ks engine.Keyspace, dst []byte) []byte {
 	w := Writer{B: dst, RESP3: c.RESP3}
+	if c.spec.denyOOM && ks.Refusing() {
+		w.Error(ErrOOM)
+		return w.B
+	}
 	c.spec.run(c, ks, &w)
 	return w.B
 }

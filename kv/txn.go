@@ -49,6 +49,14 @@ func (t *Txn) Keys() [][]byte { return t.keys }
 // Exec implements engine.Command.
 func (t *Txn) Exec(ks engine.Keyspace, dst []byte) []byte {
 	w := Writer{B: dst, RESP3: t.RESP3}
+	if ks.Refusing() {
+		for _, c := range t.Cmds {
+			if c.spec.denyOOM { // as Redis refuses such an EXEC whole
+				w.Error(ErrOOM)
+				return w.B
+			}
+		}
+	}
 	for _, wt := range t.Watches {
 		if ks.Digest(wt.Key) != wt.Digest {
 			w.NilArray()

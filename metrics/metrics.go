@@ -392,7 +392,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		u, err := c.src.Engine.Usage(ctx)
 		cancel()
 		if err == nil {
-			for k := engine.KindGCRA; int(k) < engine.NumKinds; k++ {
+			for _, k := range engine.Kinds {
 				gauge(dKeys, float64(u.Keys[k]), strings.TrimPrefix(k.String(), "rl-"))
 			}
 		}

@@ -187,12 +187,22 @@ func renderSum(r *replier, res []engine.Result) (int64, int64) {
 func renderTTL(unit int64) func(*replier, []engine.Result) (int64, int64) {
 	return func(r *replier, res []engine.Result) (int64, int64) {
 		v := res[0].Value
-		if v >= 0 {
+		switch {
+		case v >= 0 && unit == secNanos && isDataKind(res[0].Kind):
+			// A data key's TTL rounds as Redis's does: its milliseconds
+			// to the nearest second.
+			v = (ceilDiv(v, msNanos) + 500) / 1000
+		case v >= 0:
 			v = ceilDiv(v, unit)
 		}
 		r.conn.WriteInt64(v)
 		return 0, 0
 	}
+}
+
+// isDataKind reports whether k is a data key's kind (string, hash, zset).
+func isDataKind(k engine.Kind) bool {
+	return k == engine.KindString || k == engine.KindHash || k == engine.KindZSet
 }
 
 func renderType(r *replier, res []engine.Result) (int64, int64) {

@@ -96,6 +96,11 @@ func (s *Server) writeKeyspaceInfo(kv func(string, any)) {
 	if n := u.Stored; n > 0 {
 		kv("db0", fmt.Sprintf("keys=%d,expires=%d,avg_ttl=0", n, n))
 	}
+	for _, k := range engine.Kinds { // stored keys by kind, those there are
+		if u.Keys[k] > 0 {
+			kv("rl_keys_"+strings.TrimPrefix(k.String(), "rl-"), u.Keys[k])
+		}
+	}
 }
 
 // configSetMemory handles CONFIG SET maxmemory and maxmemory-policy; ok

@@ -51,11 +51,11 @@ func (h *Hash) Get(k []byte) ([]byte, bool) {
 }
 
 // Set stores v under k (both copied) and reports whether k is new. It
-// refuses a field or value longer than MaxValueLen and a new field beyond
+// refuses a field or value longer than MaxElementLen and a new field beyond
 // MaxElements.
 func (h *Hash) Set(k, v []byte) (bool, error) {
-	if len(k) > MaxValueLen || len(v) > MaxValueLen {
-		return false, ErrTooLong
+	if len(k) > MaxElementLen || len(v) > MaxElementLen {
+		return false, ErrElementTooLong
 	}
 	if i := h.find(k); i >= 0 {
 		h.size += len(v) - len(h.pairs[i].v)

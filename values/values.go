@@ -22,18 +22,24 @@ const (
 	TypeZSet   Type = 3
 )
 
-// Bounds: a value or member longer than MaxValueLen, or a hash or sorted
-// set with more than MaxElements fields or members, is refused.
+// Bounds: a string longer than MaxValueLen, a hash field or value or a
+// sorted set member longer than MaxElementLen, or a hash or sorted set
+// with more than MaxElements fields or members, is refused. They keep the
+// largest value's snapshot record (about 13 MB) inside one snapshot block.
 const (
-	MaxValueLen = 64 << 10 // bytes of one string value, hash field or value, or member
-	MaxElements = 10_000   // fields of one hash, members of one sorted set
+	MaxValueLen   = 64 << 10 // bytes of one string value
+	MaxElementLen = 512      // bytes of one hash field, hash value or sorted set member
+	MaxElements   = 10_000   // fields of one hash, members of one sorted set
 )
 
 // Errors the commands map to Redis's texts.
 var (
-	ErrTooLong  = errors.New("value too long")
-	ErrTooMany  = errors.New("too many elements")
-	ErrBadField = errors.New("invalid value fields")
+	ErrTooLong = errors.New("value too long")
+	// ErrElementTooLong refuses a hash field or value, or a member, over
+	// MaxElementLen.
+	ErrElementTooLong = errors.New("element too long")
+	ErrTooMany        = errors.New("too many elements")
+	ErrBadField       = errors.New("invalid value fields")
 )
 
 // Entry is a data key's state: its expiry and its value. Obj is nil for a

@@ -59,15 +59,26 @@ func (z *ZSet) Score(m []byte) (float64, bool) {
 	return 0, false
 }
 
+// Rank is m's position in order (0: the lowest score), and whether m is
+// a member.
+func (z *ZSet) Rank(m []byte) (int, bool) {
+	s, ok := z.Score(m)
+	if !ok {
+		return 0, false
+	}
+	i, _ := z.rank(s, m)
+	return i, true
+}
+
 // Add sets m's score (m is copied) and reports whether m is new. score
-// must not be NaN. It refuses a member longer than MaxValueLen and a new
+// must not be NaN. It refuses a member longer than MaxElementLen and a new
 // member beyond MaxElements.
 func (z *ZSet) Add(m []byte, score float64) (bool, error) {
 	if math.IsNaN(score) {
 		return false, ErrBadField
 	}
-	if len(m) > MaxValueLen {
-		return false, ErrTooLong
+	if len(m) > MaxElementLen {
+		return false, ErrElementTooLong
 	}
 	old, had := z.Score(m)
 	if had {
