@@ -105,6 +105,8 @@ func TestRateLimiterFlexible(t *testing.T) {
 			run := runRLF(t, proto, tg.addr, "rlf", key, n)
 			name := fmt.Sprintf("%s RESP%s (rate-limiter-flexible %s, ioredis %s)", tg.name, proto, run.Version, run.IORedis)
 			checkRLF(t, name, run, n)
+			last := run.Results[len(run.Results)-1]
+			t.Logf("%s: %d consumed, %d rejected; the 13th: remainingPoints %d, msBeforeNext %d", name, run.Consumed, run.Rejected, last.RemainingPoints, last.MsBeforeNext)
 			shape := rlfShape(run.Commands)
 			if want := wantRLFShape("rlf:"+key, n); !reflect.DeepEqual(shape, want) {
 				t.Errorf("%s sent %v\nwant %v", name, shape, want)

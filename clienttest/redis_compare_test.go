@@ -174,6 +174,38 @@ func redisCompareSeqs() []rseq {
 	add("WatchArity", q("WATCH"), q("MULTI"), q("WATCH"), q("EXEC"))
 	add("UnwatchInsideMulti", q("SET", "w", "1"), q("WATCH", "w"), multi([]string{"UNWATCH"}, []string{"GET", "w"}))
 
+	add("WatchFlushall",
+		q("SET", "w", "1"), q("WATCH", "w"), q1("FLUSHALL"), multi([]string{"SET", "w", "2"}), q("GET", "w"),
+		q("WATCH", "m"), q1("FLUSHALL"), multi([]string{"SET", "m", "2"}), q("GET", "m"))
+	add("WatchNoChange",
+		// Commands that leave the key as it was do not fail EXEC.
+		q("SET", "w", "1"), q("WATCH", "w"),
+		q1("GETEX", "w"), q1("GETEX", "w", "PERSIST"), q1("EXPIRE", "w", "100", "XX"), q1("PERSIST", "w"), q1("SET", "w", "x", "NX"),
+		q1("EXISTS", "w"), q1("TYPE", "w"), q1("STRLEN", "w"), q1("MGET", "w"), q1("HGET", "w", "f"),
+		multi([]string{"INCR", "w"}),
+		q("ZADD", "z", "1", "m"), q("WATCH", "z"), q1("ZADD", "z", "1", "m"), q1("ZADD", "z", "NX", "5", "m"), q1("ZREM", "z", "nosuch"),
+		q1("ZREMRANGEBYSCORE", "z", "5", "10"), multi([]string{"ZCARD", "z"}),
+		q("HSET", "h", "f", "1"), q("WATCH", "h"), q1("HSETNX", "h", "f", "2"), q1("HDEL", "h", "nosuch"), multi([]string{"HLEN", "h"}))
+	add("WatchTTLChange",
+		q("SET", "w", "1", "EX", "100"), q("WATCH", "w"), q1("EXPIRE", "w", "200"), multi([]string{"GET", "w"}),
+		q("WATCH", "w"), q1("PERSIST", "w"), multi([]string{"GET", "w"}),
+		q("WATCH", "w"), q1("GETEX", "w", "EX", "50"), multi([]string{"GET", "w"}))
+	add("DiscardAfterQueuingError",
+		q("MULTI"), q("NOSUCH"), q("DISCARD"), q("EXEC"),
+		q("MULTI"), q("SET", "k", "1"), q("MULTI"), q("EXEC"), q("GET", "k"),
+		q("MULTI"), q("NOSUCH"), q("MULTI"), q("EXEC"))
+	add("ResetInsideMulti",
+		q("SET", "w", "1"), q("WATCH", "w"), q("MULTI"), q("SET", "k", "v"), q("RESET"), q("EXEC"), q("GET", "k"),
+		q1("SET", "w", "2"), multi([]string{"INCR", "w"}))
+	add("ConnectionCommandsInMulti",
+		multi([]string{"PING", "a", "b"}, []string{"ECHO", "hi"}, []string{"PING"}, []string{"UNWATCH"}, []string{"UNWATCH"}, []string{"INCR", "n"}))
+	add("MultiKeyAcrossShards",
+		multi([]string{"MSET", "a", "1", "b", "2", "c", "3", "d", "4", "e", "5"}, []string{"MGET", "a", "b", "c", "d", "e", "f"},
+			[]string{"MSETNX", "e", "1", "f", "1"}, []string{"MSETNX", "f", "1", "g", "2"}, []string{"DEL", "a", "c", "nosuch"},
+			[]string{"EXISTS", "a", "b", "c", "d", "e", "f", "g"}, []string{"UNLINK", "b", "d"}),
+		q("DBSIZE"),
+		q("MGET", "a", "b", "c", "d", "e", "f", "g"))
+
 	// The limiters' patterns.
 	add("EnvoyPipeline",
 		pipe(cmd("INCRBY", "envoy_a", "1"), cmd("EXPIRE", "envoy_a", "60"), cmd("INCRBY", "envoy_b", "5"), cmd("EXPIRE", "envoy_b", "3600")),
@@ -327,6 +359,44 @@ func redisCompareSeqs() []rseq {
 		q("MGET", "s", "h", "z", "nosuch"), q("SETNX", "h", "x"), q("MSETNX", "h", "x", "new", "y"),
 		q("EXPIRE", "h", "100"), near(secTol, "TTL", "h"), q("SET", "h", "x"), q("TYPE", "h"), q("TTL", "h"), q("GET", "h"),
 		q("MSET", "z", "1"), q("TYPE", "z"), q("INCR", "z"))
+	add("IntegerStrings",
+		// rlserver stores an integer as an integer: it must read back as
+		// the text written.
+		q("SET", "k", "5"), q("SET", "k", "x", "GET"), q("SET", "k", "12"), q("GETSET", "k", "13"), q("GETDEL", "k"),
+		q("SET", "k", "-42"), q("GETEX", "k", "EX", "100"), q("MGET", "k"), q("APPEND", "k", "3"), q("GET", "k"), q("INCR", "k"),
+		q("SET", "k", "007"), q("GET", "k"), q("STRLEN", "k"), q("SET", "k", "-0"), q("GET", "k"),
+		q("SET", "k", "9223372036854775808"), q("GET", "k"), q("INCR", "k"), q("SET", "k", "-9223372036854775808"), q("GET", "k"),
+		q("STRLEN", "k"), q("SET", "k", "1e3"), q("INCR", "k"), q("INCRBYFLOAT", "k", "1"), q("GET", "k"),
+		q("SET", "k", "0x10"), q("INCR", "k"), q("SET", "k", "3.0"), q("INCRBYFLOAT", "k", "0"), q("GET", "k"),
+		q("SET", "t", "1", "EX", "100"), q("INCR", "t"), near(secTol, "TTL", "t"), q("INCRBYFLOAT", "t", "1.5"), near(secTol, "TTL", "t"),
+		q("APPEND", "t", "x"), near(secTol, "TTL", "t"), q("APPEND", "new", "abc"), q("TTL", "new"),
+		q("INCRBYFLOAT", "fl", "0.1"), q("INCRBYFLOAT", "fl", "0.1"), q("INCRBYFLOAT", "fl", "0.1"), q("INCRBYFLOAT", "fl", "1e400"),
+		q("INCRBYFLOAT", "fl", "-0.3"), q("GET", "fl"), q("INCRBYFLOAT", "fl", "123456789012345678"))
+	add("MoreHashCommands",
+		q("HSET", "h", "a", "1", "a", "2", "b", "x"), q("HGET", "h", "a"), q("HMSET", "h", "c", "3", "d", "4"), q("HMSET", "h", "c"),
+		q("HKEYS", "h"), q("HVALS", "h"), q("HGETALL", "h"), q("HSTRLEN", "h", "b"), q("HSTRLEN", "h", "nosuch"), q("HSTRLEN", "nosuch", "a"),
+		q("HKEYS", "nosuch"), q("HVALS", "nosuch"),
+		q("HINCRBYFLOAT", "h", "f", "0.1"), q("HINCRBYFLOAT", "h", "f", "0.2"), q("HGET", "h", "f"), q("HINCRBYFLOAT", "h", "f", "1e400"),
+		q("HINCRBY", "h", "i", "9223372036854775807"), q("HINCRBY", "h", "i", "-9223372036854775808"), q("HINCRBY", "h", "i", "1"),
+		q("HSET", "h", "neg", "-0"), q("HINCRBY", "h", "neg", "1"), q("HSET", "h", "sp", " 1"), q("HINCRBYFLOAT", "h", "sp", "1"))
+	add("MoreZsetCommands",
+		q("ZADD", "z", "1", "b", "1", "a", "1", "c", "2", "d", "0", "e"),
+		q("ZRANGE", "z", "0", "-1", "WITHSCORES"), q("ZRANK", "z", "c"), q("ZREVRANK", "z", "c"), q("ZRANK", "z", "nosuch"), q("ZRANK", "nosuch", "a"),
+		q("ZREVRANGE", "z", "0", "1", "WITHSCORES"), q("ZREVRANGE", "z", "-2", "-1"),
+		q("ZREVRANGEBYSCORE", "z", "+inf", "-inf", "WITHSCORES", "LIMIT", "0", "2"), q("ZREVRANGEBYSCORE", "z", "(2", "1"),
+		q("ZRANGEBYSCORE", "z", "+inf", "-inf"), q("ZRANGEBYSCORE", "z", "(-inf", "(+inf"),
+		q("ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "-1", "2"), q("ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "1", "-5"),
+		q("ZRANGE", "z", "-inf", "+inf", "BYSCORE", "LIMIT", "10", "1"),
+		q("ZMSCORE", "z", "a", "nosuch", "d"), q("ZMSCORE", "nosuch", "a"),
+		q("ZINCRBY", "z", "1.5", "a"), q("ZINCRBY", "z", "x", "a"), q("ZINCRBY", "z", "2", "new"), q("ZINCRBY", "z", "-inf", "a"), q("ZINCRBY", "z", "+inf", "a"),
+		q("ZREMRANGEBYRANK", "z", "-2", "-1"), q("ZRANGE", "z", "0", "-1", "WITHSCORES"),
+		q("ZADD", "l", "0", "a", "0", "b", "0", "c", "0", "d"),
+		q("ZRANGE", "l", "[a", "(c", "BYLEX"), q("ZRANGE", "l", "+", "-", "BYLEX", "REV", "LIMIT", "0", "2"), q("ZRANGE", "l", "-", "+", "BYLEX"),
+		q("ZRANGE", "l", "a", "c", "BYLEX"), q("ZRANGE", "l", "[a", "[c", "BYLEX", "WITHSCORES"),
+		q("ZADD", "f", "123456789012345678", "big", "1e-5", "small", "-1.5e10", "neg", "0.30000000000000004", "p"),
+		q("ZRANGE", "f", "0", "-1", "WITHSCORES"), q("ZSCORE", "f", "big"), q("ZSCORE", "f", "small"), q("ZADD", "f", "INCR", "0.1", "p"),
+		q("ZADD", "f", "1e400", "x"), q("ZADD", "f", "-1e400", "x"), q("ZADD", "f", "+inf", "x", "-inf", "y"), q("ZRANGE", "f", "0", "-1", "WITHSCORES"),
+		q("ZCOUNT", "f", "(-inf", "(+inf"), q("ZREMRANGEBYSCORE", "f", "(-inf", "+inf"), q("ZCARD", "f"))
 	add("Type",
 		q("SET", "s", "v"), q("SET", "i", "12"), q("HSET", "h", "f", "v"), q("ZADD", "z", "1", "m"),
 		q("TYPE", "s"), q("TYPE", "i"), q("TYPE", "h"), q("TYPE", "z"), q("TYPE", "nosuch"),
