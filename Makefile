@@ -52,11 +52,15 @@ test-deps:
 	fi
 
 # The whole suite with the race detector, then the allocation tests, which
-# need a build without it (the race detector makes sync.Pool drop items).
+# need a build without it (the race detector makes sync.Pool drop items),
+# then envoy's ratelimit service against rlserver: clienttest/envoy is a
+# module of its own, so that envoy's dependencies stay out of go.mod (the
+# first run downloads and builds them; later runs take seconds).
 test: test-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -run 'Allocs' ./engine/ ./server/
+	cd clienttest/envoy && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./engine/ ./resp/ ./server/
@@ -64,6 +68,7 @@ bench:
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd clienttest/envoy && $(GO) vet ./...
 
 clean:
 	rm -rf bin

@@ -76,6 +76,7 @@ type pendingReply struct {
 func newClient(id int64, conn *conn) *client {
 	c := &client{id: id, addr: conn.RemoteAddr(), created: time.Now(), resp: 2, userName: "default", fd: -1}
 	c.txn.slot = -1
+	c.txn.shownMulti.Store(-1)
 	if nc := conn.NetConn(); nc != nil {
 		c.laddr = nc.LocalAddr().String()
 		c.fd = socketFD(nc)
@@ -169,7 +170,8 @@ func (c *client) info(now time.Time, args [][]byte) string {
 	b.WriteString(" age=" + strconv.FormatInt(int64(now.Sub(c.created)/time.Second), 10))
 	b.WriteString(" idle=" + strconv.FormatInt(int64(now.Sub(c.lastAt)/time.Second), 10))
 	b.WriteString(" flags=" + flags)
-	b.WriteString(" db=0 sub=0 psub=0 ssub=0 multi=-1 watch=0")
+	b.WriteString(" db=0 sub=0 psub=0 ssub=0 multi=" + strconv.Itoa(int(c.txn.shownMulti.Load())))
+	b.WriteString(" watch=" + strconv.Itoa(int(c.txn.shownWatch.Load())))
 	b.WriteString(" qbuf=" + strconv.Itoa(qbuf))
 	b.WriteString(" qbuf-free=" + strconv.Itoa(qfree))
 	b.WriteString(" argv-mem=" + strconv.Itoa(argvMem))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/kv"
@@ -22,6 +23,20 @@ type txnState struct {
 	queued  []queuedCmd // in order
 	slot    int         // the hash slot of the queued keys (cluster), -1 none yet
 	watches []kv.Watch
+
+	// What CLIENT LIST shows of it, read by other connections: the
+	// commands queued (-1 outside MULTI) and the keys watched.
+	shownMulti, shownWatch atomic.Int32
+}
+
+// show publishes the counts CLIENT LIST reads.
+func (t *txnState) show() {
+	m := int32(-1)
+	if t.on {
+		m = int32(len(t.queued))
+	}
+	t.shownMulti.Store(m)
+	t.shownWatch.Store(int32(len(t.watches)))
 }
 
 type queuedCmd struct {
@@ -35,6 +50,7 @@ func (t *txnState) reset() {
 	clear(t.queued)
 	t.queued = t.queued[:0]
 	t.watches = nil
+	t.show()
 }
 
 var txnCommands = map[string]bool{"multi": true, "exec": true, "discard": true, "watch": true, "quit": true, "reset": true}
@@ -93,6 +109,7 @@ func (s *Server) queue(c *client, args [][]byte) {
 		cp[i] = buf[len(buf)-len(a) : len(buf) : len(buf)]
 	}
 	c.txn.queued = append(c.txn.queued, queuedCmd{spec: spec, args: cp})
+	c.txn.show()
 	s.flushBatch(c)
 	c.rep.conn.WriteString("QUEUED")
 }
@@ -112,6 +129,7 @@ func cmdMulti(_ *Server, c *client, _ [][]byte) outcome {
 		return cmdOK
 	}
 	c.txn.on, c.txn.slot = true, -1
+	c.txn.show()
 	c.rep.conn.WriteString("OK")
 	return cmdOK
 }
@@ -128,6 +146,7 @@ func cmdDiscard(_ *Server, c *client, _ [][]byte) outcome {
 
 func cmdUnwatch(_ *Server, c *client, _ [][]byte) outcome {
 	c.txn.watches = nil
+	c.txn.show()
 	c.rep.conn.WriteString("OK")
 	return cmdOK
 }
@@ -254,6 +273,7 @@ func cmdWatch(s *Server, c *client, args [][]byte) outcome {
 	for i, k := range keys {
 		c.txn.watches = append(c.txn.watches, kv.Watch{Key: append([]byte(nil), k...), Digest: ds[i]})
 	}
+	c.txn.show()
 	c.rep.conn.WriteString("OK")
 	return cmdOK
 }

@@ -1,0 +1,5 @@
+//go:build race
+
+package envoy
+
+func init() { raceEnabled = true }
