@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -798,16 +797,7 @@ func (sc *shardedClients) redisPy(t *testing.T) {
 // about two thirds of its calls are MOVED and followed: the answers must
 // be right; the MOVED count is only logged.
 func (sc *shardedClients) ioredis(t *testing.T) {
-	_, err := exec.LookPath("node")
-	needCompat(t, "node (20 or later)", err, nil)
-	_, err = exec.LookPath("npm")
-	needCompat(t, "npm", err, nil)
-	if _, err := os.Stat(filepath.Join("compat", "node_modules", "ioredis", "package.json")); err != nil {
-		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		cmd.Dir = "compat"
-		out, err := cmd.CombinedOutput()
-		needCompat(t, "npm ci in clienttest/compat", err, out)
-	}
+	compatNode(t, "ioredis") // limiters_test.go
 	var addrs []string
 	for _, n := range sc.c.nodes {
 		addrs = append(addrs, n.respAddr)

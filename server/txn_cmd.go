@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/rlserver/rlserver/engine"
@@ -38,7 +40,7 @@ func (t *txnState) show() {
 }
 
 type queuedCmd struct {
-	spec *kv.Spec
+	spec *kv.Spec // nil: UNWATCH, whose reply in EXEC's is +OK
 	args [][]byte // copied out of the connection's buffer
 }
 
@@ -77,6 +79,14 @@ func init() {
 // queue adds a command to the open transaction, or refuses it (and marks
 // the transaction to abort).
 func (s *Server) queue(c *client, args [][]byte) {
+	if equalFold(args[0], "unwatch") {
+		// Redis queues UNWATCH too: EXEC checks the watched keys before
+		// running anything, so it only adds +OK to EXEC's reply.
+		c.txn.queued = append(c.txn.queued, queuedCmd{})
+		s.flushBatch(c)
+		c.rep.conn.WriteString("QUEUED")
+		return
+	}
 	spec, ok := kv.Lookup(args[0])
 	if !ok {
 		s.refuse(c, "ERR Command not allowed inside a transaction: "+string(args[0])+" is not a data command")
@@ -189,9 +199,11 @@ func cmdExec(s *Server, c *client, _ [][]byte) outcome {
 		c.rep.error(kv.ErrExecAbort)
 		return cmdOK
 	}
-	cmds := make([]*kv.Cmd, len(c.txn.queued))
-	for i, q := range c.txn.queued {
-		cmds[i] = kv.New(q.spec, q.args, c.memo.resp3)
+	cmds := make([]*kv.Cmd, 0, len(c.txn.queued))
+	for _, q := range c.txn.queued {
+		if q.spec != nil {
+			cmds = append(cmds, kv.New(q.spec, q.args, c.memo.resp3))
+		}
 	}
 	t := kv.NewTxn(cmds, c.txn.watches, c.memo.resp3)
 	reply, err := s.runCommand(t.Request())
@@ -199,8 +211,85 @@ func cmdExec(s *Server, c *client, _ [][]byte) outcome {
 		c.rep.error(err)
 		return cmdOK
 	}
+	if len(cmds) < len(c.txn.queued) {
+		var ok bool
+		if reply, ok = withUnwatches(reply, c.txn.queued, len(cmds)); !ok {
+			c.rep.error("ERR unexpected reply to EXEC")
+			return cmdOK
+		}
+	}
 	c.rep.conn.WriteRaw([]byte(reply))
 	return cmdOK
+}
+
+// withUnwatches puts the +OK of each queued UNWATCH into the reply of
+// the transaction's other n commands, in queuing order. A reply that is
+// not an array of n (the null array of a changed watched key) is left as
+// it is.
+func withUnwatches(reply string, queued []queuedCmd, n int) (string, bool) {
+	head := "*" + strconv.Itoa(n) + "\r\n"
+	if !strings.HasPrefix(reply, head) {
+		return reply, true
+	}
+	var b strings.Builder
+	b.Grow(len(reply) + 5*(len(queued)-n) + 4)
+	b.WriteString("*" + strconv.Itoa(len(queued)) + "\r\n")
+	at := len(head)
+	for _, q := range queued {
+		if q.spec == nil {
+			b.WriteString("+OK\r\n")
+			continue
+		}
+		end, ok := skipValue(reply, at)
+		if !ok {
+			return "", false
+		}
+		b.WriteString(reply[at:end])
+		at = end
+	}
+	return b.String(), at == len(reply)
+}
+
+// skipValue returns the end of the RESP2 or RESP3 value that starts at i.
+func skipValue(b string, i int) (int, bool) {
+	if i >= len(b) {
+		return 0, false
+	}
+	e := strings.Index(b[i:], "\r\n")
+	if e < 0 {
+		return 0, false
+	}
+	line, next := b[i+1:i+e], i+e+2
+	switch b[i] {
+	case '+', '-', ':', ',', '(', '#', '_':
+		return next, true
+	case '$', '=', '!':
+		n, err := strconv.Atoi(line)
+		if err != nil || n < -1 {
+			return 0, false
+		}
+		if n < 0 {
+			return next, true
+		}
+		end := next + n + 2
+		return end, end <= len(b) && b[end-2:end] == "\r\n"
+	case '*', '~', '>', '%':
+		n, err := strconv.Atoi(line)
+		if err != nil || n < -1 {
+			return 0, false
+		}
+		if b[i] == '%' && n > 0 {
+			n *= 2
+		}
+		for range n {
+			var ok bool
+			if next, ok = skipValue(b, next); !ok {
+				return 0, false
+			}
+		}
+		return next, true
+	}
+	return 0, false
 }
 
 func cmdWatch(s *Server, c *client, args [][]byte) outcome {
