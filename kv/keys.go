@@ -234,8 +234,11 @@ func runExpireTime(ms bool) func(c *Cmd, ks engine.Keyspace, w *Writer) {
 			w.Int(-2)
 		case e.Expire == 0:
 			w.Int(-1)
+		case ms:
+			w.Int(e.Expire / nanosPerMilli)
 		default:
-			w.Int(e.Expire / unit)
+			// Redis rounds its milliseconds to the nearest second.
+			w.Int((e.Expire/nanosPerMilli + 500) / 1000)
 		}
 	}
 }

@@ -129,7 +129,7 @@ func (s *Server) batchTxn(c *client, cmd *command) bool {
 		c.pending = append(c.pending, pendingReply{status: "OK"})
 		c.st.at(cmd.id).calls++
 		return true
-	case cmd == execCommand && c.txn.on && !c.txn.dirty:
+	case cmd == execCommand && c.txn.on && !c.txn.dirty && !c.txn.unwatches():
 		cmds := make([]*kv.Cmd, len(c.txn.queued))
 		for i, q := range c.txn.queued {
 			cmds[i] = kv.New(q.spec, q.args, c.memo.resp3)
@@ -140,6 +140,17 @@ func (s *Server) batchTxn(c *client, cmd *command) bool {
 		c.pending = append(c.pending, pendingReply{cmd: &execBatched, first: first, n: 1})
 		c.txn.reset()
 		return true
+	}
+	return false
+}
+
+// unwatches reports whether an UNWATCH is queued: its EXEC takes the
+// handler's path (cmdExec), which places UNWATCH's replies.
+func (t *txnState) unwatches() bool {
+	for _, q := range t.queued {
+		if q.spec == nil {
+			return true
+		}
 	}
 	return false
 }
