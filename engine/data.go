@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/fnv"
 	"math"
+	"unsafe"
 
 	"github.com/rlserver/rlserver/values"
 )
@@ -288,4 +289,31 @@ func (s *shard) putData(key []byte, h uint64, rec *Record) {
 	i := s.insert(key, h, kindData)
 	s.tab.slots[i].val = s.data.add(e)
 	s.types[e.Type()]++
+}
+
+// replyArena holds the replies of a shard's data commands: each reply is
+// appended after the last and handed out as a string over its bytes,
+// which are never written again (a full arena is replaced, not reused),
+// so a reply costs no allocation of its own and stays valid as long as
+// the caller keeps it.
+type replyArena struct{ buf []byte }
+
+// arenaBlock is the size of a new arena block.
+const arenaBlock = 16 << 10
+
+func (a *replyArena) exec(cmd Command, ks Keyspace) string {
+	if cap(a.buf)-len(a.buf) < 256 {
+		a.buf = make([]byte, 0, arenaBlock)
+	}
+	start := len(a.buf)
+	a.buf = cmd.Exec(ks, a.buf)
+	n := len(a.buf) - start
+	if n == 0 {
+		return ""
+	}
+	reply := unsafe.String(&a.buf[start], n)
+	if cap(a.buf) > arenaBlock {
+		a.buf = nil // a large reply grew its own array: do not keep it
+	}
+	return reply
 }

@@ -26,7 +26,7 @@ type shard struct {
 	retired  []*region          // arrays of replaced tables that exports still read (memory.go)
 	noCreate bool               // requests that would create a key fail with ErrOOM (evict.go)
 	scratch  Request            // the read-only copy of a group's tier (decideGroup)
-	reply    []byte             // the reply buffer of data commands (OpCmd)
+	replies  replyArena         // the replies of data commands (OpCmd)
 
 	// dirty counts the state changes of the current job; run adds it to
 	// changes once per job, so a write costs a plain increment and only
@@ -276,11 +276,7 @@ func (s *shard) apply(r *Request, out *Result) {
 	case OpShape:
 		s.applyBucket(KindShape, r, out, shape)
 	case OpCmd:
-		s.reply = r.Cmd.Exec(s, s.reply[:0])
-		out.Reply = string(s.reply)
-		if cap(s.reply) > 64<<10 {
-			s.reply = nil // a large reply: do not keep its buffer
-		}
+		out.Reply = s.replies.exec(r.Cmd, s)
 	case OpDel:
 		if i, ok := s.lookup(r.Key, hashKey(r.Key)); ok {
 			s.remove(i)
