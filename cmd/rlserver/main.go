@@ -336,7 +336,7 @@ func run(o options) error {
 		memWait()
 	})
 	defer stopSweep()
-	go reloadOnHangup(ctx, srv, o.policies.file, log)
+	go reloadOnHangup(ctx, catchHangup(), srv, o.policies.file, log)
 	var view clusterView
 	if replicated != nil {
 		view = replicated

@@ -98,11 +98,18 @@ func proposePolicies(ctx context.Context, node interface {
 	}
 }
 
-// reloadOnHangup reloads the policy file on every SIGHUP until ctx ends.
-// SIGHUP is caught even without a file, so it never kills the server.
-func reloadOnHangup(ctx context.Context, srv *server.Server, file string, log *slog.Logger) {
+// catchHangup starts catching SIGHUP, before the server serves, so that
+// no SIGHUP can kill it: reloadOnHangup handles what arrives.
+func catchHangup() chan os.Signal {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGHUP)
+	return ch
+}
+
+// reloadOnHangup reloads the policy file on every SIGHUP on ch
+// (catchHangup) until ctx ends. SIGHUP is caught even without a file, so
+// it never kills the server.
+func reloadOnHangup(ctx context.Context, ch chan os.Signal, srv *server.Server, file string, log *slog.Logger) {
 	defer signal.Stop(ch)
 	for {
 		select {
