@@ -212,14 +212,6 @@ func writeString(w *Writer, e *values.Entry) {
 	w.Bulk(e.Obj.(*values.Str).B)
 }
 
-// stringBytes appends a string entry's value to dst.
-func stringBytes(dst []byte, e *values.Entry) []byte {
-	if e.Obj == nil {
-		return strconv.AppendInt(dst, e.Int, 10)
-	}
-	return append(dst, e.Obj.(*values.Str).B...)
-}
-
 // stringLen is the length of a string entry's value.
 func stringLen(e *values.Entry) int {
 	if e.Obj == nil {
