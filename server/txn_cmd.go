@@ -124,17 +124,12 @@ func (s *Server) queue(c *client, args [][]byte) {
 func (s *Server) batchTxn(c *client, cmd *command) bool {
 	switch {
 	case cmd == multiCommand && !c.txn.on:
-		c.txn.on, c.txn.slot = true, -1
-		c.txn.show()
+		c.txn.begin()
 		c.pending = append(c.pending, pendingReply{status: "OK"})
 		c.st.at(cmd.id).calls++
 		return true
 	case cmd == execCommand && c.txn.on && !c.txn.dirty && !c.txn.unwatches():
-		cmds := make([]*kv.Cmd, len(c.txn.queued))
-		for i, q := range c.txn.queued {
-			cmds[i] = kv.New(q.spec, q.args, c.memo.resp3)
-		}
-		t := kv.NewTxn(cmds, c.txn.watches, c.memo.resp3)
+		t, _ := c.txn.build(c.memo.resp3)
 		first := len(c.reqs)
 		c.reqs = append(c.reqs, t.Request())
 		c.pending = append(c.pending, pendingReply{cmd: &execBatched, first: first, n: 1})
@@ -177,10 +172,27 @@ func cmdMulti(_ *Server, c *client, _ [][]byte) outcome {
 		c.rep.error("ERR MULTI calls can not be nested")
 		return cmdOK
 	}
-	c.txn.on, c.txn.slot = true, -1
-	c.txn.show()
+	c.txn.begin()
 	c.rep.conn.WriteString("OK")
 	return cmdOK
+}
+
+// begin opens a transaction.
+func (t *txnState) begin() {
+	t.on, t.slot = true, -1
+	t.show()
+}
+
+// build returns the transaction of the queued data commands (UNWATCH,
+// queued too, is not one) and how many there are.
+func (t *txnState) build(resp3 bool) (*kv.Txn, int) {
+	cmds := make([]*kv.Cmd, 0, len(t.queued))
+	for _, q := range t.queued {
+		if q.spec != nil {
+			cmds = append(cmds, kv.New(q.spec, q.args, resp3))
+		}
+	}
+	return kv.NewTxn(cmds, t.watches, resp3), len(cmds)
 }
 
 func cmdDiscard(_ *Server, c *client, _ [][]byte) outcome {
@@ -210,21 +222,15 @@ func cmdExec(s *Server, c *client, _ [][]byte) outcome {
 		c.rep.error(kv.ErrExecAbort)
 		return cmdOK
 	}
-	cmds := make([]*kv.Cmd, 0, len(c.txn.queued))
-	for _, q := range c.txn.queued {
-		if q.spec != nil {
-			cmds = append(cmds, kv.New(q.spec, q.args, c.memo.resp3))
-		}
-	}
-	t := kv.NewTxn(cmds, c.txn.watches, c.memo.resp3)
+	t, n := c.txn.build(c.memo.resp3)
 	reply, err := s.runCommand(t.Request())
 	if err != "" {
 		c.rep.error(err)
 		return cmdOK
 	}
-	if len(cmds) < len(c.txn.queued) {
+	if n < len(c.txn.queued) {
 		var ok bool
-		if reply, ok = withUnwatches(reply, c.txn.queued, len(cmds)); !ok {
+		if reply, ok = withUnwatches(reply, c.txn.queued, n); !ok {
 			c.rep.error("ERR unexpected reply to EXEC")
 			return cmdOK
 		}
