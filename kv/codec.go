@@ -112,8 +112,10 @@ func (d *decoder) cmd(resp3 bool, digest bool) *Cmd {
 	if !digest {
 		var ok bool
 		if s, ok = Lookup(args[0]); !ok {
-			d.bad = true
-			return nil
+			if s, ok = internal[string(args[0])]; !ok {
+				d.bad = true
+				return nil
+			}
 		}
 	}
 	if !s.ArityOK(len(args)) {

@@ -1,0 +1,375 @@
+package kv
+
+import (
+	"strconv"
+
+	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/values"
+)
+
+// Optimistic runs: a program (a Lua script) runs its commands on an
+// Overlay, a private copy of the keys it touches, read from the engine
+// when first touched; its writes stay in the copy. Its effects are then
+// one transaction: the final state of every key it wrote (a restore), under
+// WATCH digests of every key it read or wrote as they were read. Applied
+// through the engine (in a cluster, the Raft log), the transaction takes
+// effect only if no other command changed those keys in between, so the
+// run is serializable; otherwise the caller runs the program again. The
+// log carries the effects, never the program, so replicas do not run it,
+// and a restore is absolute (an expiry is a time, not a duration), so it
+// means the same at whatever time it is applied.
+
+// KeyState is one key as the engine holds it, for an Overlay.
+type KeyState struct {
+	Kind   engine.Kind
+	Digest uint64
+	TTL    int64         // ns until it expires or empties; -1 never; -2 missing
+	Entry  *values.Entry // a data key's value (a private copy); nil otherwise
+}
+
+// Fetch reads the states of keys from the engine.
+type Fetch func(keys [][]byte) ([]KeyState, error)
+
+// Overlay is an engine.Keyspace over a private copy of the keys a program
+// touches. Not safe for concurrent use.
+type Overlay struct {
+	now     int64
+	fetch   Fetch
+	keys    map[string]*overlayKey
+	order   []string // keys in the order first touched
+	err     error    // the first fetch error
+	written int
+}
+
+type overlayKey struct {
+	base    KeyState      // as read
+	entry   *values.Entry // the current data value; nil when missing or a limiter key
+	kind    engine.Kind   // the current kind
+	written bool
+}
+
+// NewOverlay returns an overlay at time now over the keys fetch reads.
+func NewOverlay(now int64, fetch Fetch) *Overlay {
+	return &Overlay{now: now, fetch: fetch, keys: map[string]*overlayKey{}}
+}
+
+// Err is the first error of a fetch: the run's replies are not to be
+// trusted after one.
+func (o *Overlay) Err() error { return o.err }
+
+// Wrote reports whether the program wrote a key.
+func (o *Overlay) Wrote() bool { return o.written > 0 }
+
+// Load reads keys not read yet in one fetch (a program declares its keys:
+// loading them at once costs one round trip).
+func (o *Overlay) Load(keys [][]byte) {
+	var want [][]byte
+	for _, k := range keys {
+		if _, ok := o.keys[string(k)]; !ok {
+			want = append(want, k)
+		}
+	}
+	if len(want) == 0 || o.err != nil {
+		return
+	}
+	states, err := o.fetch(want)
+	if err != nil {
+		o.err = err
+		return
+	}
+	for i, k := range want {
+		if _, ok := o.keys[string(k)]; ok {
+			continue // named twice
+		}
+		st := states[i]
+		o.keys[string(k)] = &overlayKey{base: st, entry: st.Entry, kind: st.Kind}
+		o.order = append(o.order, string(k))
+	}
+}
+
+func (o *Overlay) key(k []byte) *overlayKey {
+	if ok := o.keys[string(k)]; ok != nil {
+		return ok
+	}
+	o.Load([][]byte{k})
+	if ok := o.keys[string(k)]; ok != nil {
+		return ok
+	}
+	// A failed fetch: the key reads as missing, and Err says why.
+	ok := &overlayKey{base: KeyState{TTL: -2}}
+	o.keys[string(k)] = ok
+	return ok
+}
+
+func (o *Overlay) wrote(k *overlayKey) {
+	if !k.written {
+		k.written = true
+		o.written++
+	}
+}
+
+// Now implements engine.Keyspace.
+func (o *Overlay) Now() int64 { return o.now }
+
+// Get implements engine.Keyspace.
+func (o *Overlay) Get(key []byte) (*values.Entry, error) {
+	k := o.key(key)
+	switch {
+	case k.kind == engine.KindNone:
+		return nil, nil
+	case k.entry == nil:
+		return nil, engine.ErrWrongType
+	}
+	if k.entry.Expire != 0 && k.entry.Expire <= o.now {
+		k.entry, k.kind = nil, engine.KindNone
+		return nil, nil
+	}
+	return k.entry, nil
+}
+
+// Create implements engine.Keyspace.
+func (o *Overlay) Create(key []byte, t values.Type) (*values.Entry, error) {
+	k := o.key(key)
+	e := &values.Entry{}
+	switch t {
+	case values.TypeHash:
+		e.Obj = values.NewHash()
+	case values.TypeZSet:
+		e.Obj = values.NewZSet()
+	default:
+		t = values.TypeString
+	}
+	k.entry, k.kind = e, dataKindOf(t)
+	o.wrote(k)
+	return e, nil
+}
+
+// Delete implements engine.Keyspace.
+func (o *Overlay) Delete(key []byte) bool {
+	k := o.key(key)
+	if k.kind == engine.KindNone {
+		return false
+	}
+	k.entry, k.kind = nil, engine.KindNone
+	o.wrote(k)
+	return true
+}
+
+// Kind implements engine.Keyspace.
+func (o *Overlay) Kind(key []byte) engine.Kind {
+	k := o.key(key)
+	if k.entry != nil {
+		return dataKindOf(k.entry.Type())
+	}
+	return k.kind
+}
+
+// TTL implements engine.Keyspace.
+func (o *Overlay) TTL(key []byte) int64 {
+	k := o.key(key)
+	switch {
+	case k.kind == engine.KindNone:
+		return -2
+	case k.entry == nil:
+		return k.base.TTL // a limiter key: the engine's answer, as read
+	case k.entry.Expire == 0:
+		return -1
+	}
+	return k.entry.Expire - o.now
+}
+
+// Changed implements engine.Keyspace.
+func (o *Overlay) Changed(key []byte) { o.wrote(o.key(key)) }
+
+// Digest implements engine.Keyspace: the key's digest as read.
+func (o *Overlay) Digest(key []byte) uint64 { return o.key(key).base.Digest }
+
+// Refusing implements engine.Keyspace: the effects' restores are refused
+// when they are applied, if the engine refuses new keys then.
+func (o *Overlay) Refusing() bool { return false }
+
+// Effects returns the transaction that applies the run's writes: a
+// restore of every written key, under the digests of every key touched.
+// It is nil when the run wrote nothing and read nothing.
+func (o *Overlay) Effects(resp3 bool) *Txn {
+	if len(o.order) == 0 {
+		return nil
+	}
+	var cmds []*Cmd
+	var watches []Watch
+	for _, name := range o.order {
+		k := o.keys[name]
+		watches = append(watches, Watch{Key: []byte(name), Digest: k.base.Digest})
+		if k.written {
+			cmds = append(cmds, restoreCmd([]byte(name), k.entry))
+		}
+	}
+	return NewTxn(cmds, watches, resp3)
+}
+
+func dataKindOf(t values.Type) engine.Kind {
+	switch t {
+	case values.TypeHash:
+		return engine.KindHash
+	case values.TypeZSet:
+		return engine.KindZSet
+	}
+	return engine.KindString
+}
+
+// restoreSpec replaces a key by a data value given as its snapshot fields
+// (values.AppendFields), or deletes it ("-"): the effect of a program's
+// writes on one key. Internal: clients cannot send it.
+var restoreSpec = &Spec{Name: "kv.restore", Arity: -3, FirstKey: 1, LastKey: 1, KeyStep: 1,
+	Flags: []string{"write"}, run: runRestore}
+
+// dumpSpec reads keys for an Overlay: per key an array of its kind, its
+// digest, its TTL in ns and its data value's fields (ParseDump).
+var dumpSpec = &Spec{Name: "kv.dump", Arity: -2, FirstKey: 1, LastKey: -1, KeyStep: 1,
+	Flags: []string{"readonly"}, run: runDump}
+
+// internal are the commands only rlserver itself builds: the log carries
+// them (kv.Decode), clients cannot send them (Lookup does not find them).
+var internal = map[string]*Spec{restoreSpec.Name: restoreSpec, dumpSpec.Name: dumpSpec}
+
+func restoreCmd(key []byte, e *values.Entry) *Cmd {
+	args := [][]byte{[]byte(restoreSpec.Name), key}
+	if e == nil {
+		args = append(args, []byte("-"))
+	} else {
+		for _, f := range values.AppendFields(nil, e) {
+			args = append(args, strconv.AppendInt(nil, f, 10))
+		}
+	}
+	return New(restoreSpec, args, false)
+}
+
+func runRestore(c *Cmd, ks engine.Keyspace, w *Writer) {
+	key := c.Args[1]
+	if len(c.Args) == 3 && string(c.Args[2]) == "-" {
+		ks.Delete(key)
+		w.OK()
+		return
+	}
+	fields := make([]int64, len(c.Args)-2)
+	for i, a := range c.Args[2:] {
+		n, err := strconv.ParseInt(string(a), 10, 64)
+		if err != nil {
+			w.Error(ErrSyntax)
+			return
+		}
+		fields[i] = n
+	}
+	v, err := values.FromFields(fields)
+	if err != nil {
+		w.Error(ErrSyntax)
+		return
+	}
+	ks.Delete(key)
+	if v.Expire != 0 && v.Expire <= ks.Now() {
+		w.OK() // due already: nothing to keep
+		return
+	}
+	e, err := ks.Create(key, v.Type())
+	if err != nil {
+		w.Error(errorText(err))
+		return
+	}
+	used := e.Used
+	*e = v
+	e.Used = used
+	w.OK()
+}
+
+func runDump(c *Cmd, ks engine.Keyspace, w *Writer) {
+	w.Array(len(c.keys))
+	for _, k := range c.keys {
+		kind := ks.Kind(k)
+		var fields []int64
+		if kind == engine.KindString || kind == engine.KindHash || kind == engine.KindZSet {
+			if e, err := ks.Get(k); err == nil && e != nil {
+				fields = values.AppendFields(nil, e)
+			}
+		}
+		w.Array(3 + len(fields))
+		w.Int(int64(kind))
+		w.Int(int64(ks.Digest(k)))
+		w.Int(ks.TTL(k))
+		for _, f := range fields {
+			w.Int(f)
+		}
+	}
+}
+
+// NewDump returns the command that reads keys for an Overlay.
+func NewDump(keys [][]byte) *Cmd {
+	return New(dumpSpec, append([][]byte{[]byte(dumpSpec.Name)}, keys...), false)
+}
+
+// ParseDump reads the reply of NewDump's command for n keys.
+func ParseDump(reply string, n int) ([]KeyState, bool) {
+	p := intReader{s: reply}
+	if p.header('*') != n {
+		return nil, false
+	}
+	out := make([]KeyState, n)
+	for i := range out {
+		m := p.header('*')
+		if m < 3 {
+			return nil, false
+		}
+		out[i].Kind = engine.Kind(p.int())
+		out[i].Digest = uint64(p.int())
+		out[i].TTL = p.int()
+		if m > 3 {
+			fields := make([]int64, m-3)
+			for j := range fields {
+				fields[j] = p.int()
+			}
+			e, err := values.FromFields(fields)
+			if err != nil {
+				return nil, false
+			}
+			out[i].Entry = &e
+		}
+	}
+	return out, !p.bad && p.s == ""
+}
+
+// intReader reads RESP headers and integers; the first error sticks.
+type intReader struct {
+	s   string
+	bad bool
+}
+
+func (p *intReader) line(prefix byte) string {
+	for i := 0; i+1 < len(p.s); i++ {
+		if p.s[i] == '\r' && p.s[i+1] == '\n' {
+			l := p.s[:i]
+			p.s = p.s[i+2:]
+			if len(l) < 2 || l[0] != prefix {
+				p.bad = true
+				return "0"
+			}
+			return l[1:]
+		}
+	}
+	p.bad = true
+	return "0"
+}
+
+func (p *intReader) header(prefix byte) int {
+	n, err := strconv.Atoi(p.line(prefix))
+	if err != nil {
+		p.bad = true
+	}
+	return n
+}
+
+func (p *intReader) int() int64 {
+	n, err := strconv.ParseInt(p.line(':'), 10, 64)
+	if err != nil {
+		p.bad = true
+	}
+	return n
+}
