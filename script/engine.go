@@ -1,0 +1,399 @@
+// Package script runs Redis Lua scripts: it compiles them and caches them
+// by SHA1, sandboxes them as Redis 7.0 does, and converts between Lua
+// values and RESP by Redis's rules.
+//
+// The interpreter is gopher-lua (Lua 5.1 in Go). A script reaches the
+// keyspace only through a Caller, which runs one command and returns its
+// RESP reply; the package knows nothing of the engine, so the caller
+// decides where a script runs and what a command may touch.
+package script
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"strings"
+	"sync"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+	"github.com/yuin/gopher-lua/parse"
+)
+
+// Redis's version as scripts see it (redis.REDIS_VERSION and
+// redis.REDIS_VERSION_NUM): the Redis whose script behaviour this package
+// reproduces.
+const (
+	RedisVersion    = "7.0.15"
+	RedisVersionNum = 0x0007000f
+)
+
+// The errors a Caller returns, as RESP error replies ("-" + text +
+// "\r\n"), when it refuses a command; the texts are Redis's.
+const (
+	ErrUnknownCommand = "ERR Unknown Redis command called from script"
+	ErrWrongArgs      = "ERR Wrong number of args calling Redis command from script"
+	ErrNotAllowed     = "ERR This Redis command is not allowed from script"
+	ErrReadOnly       = "ERR Write commands are not allowed from read-only scripts."
+	ErrNoScript       = "NOSCRIPT No matching script. Please use EVAL."
+	ErrNotBusy        = "NOTBUSY No scripts in execution right now."
+	ErrUnkillable     = "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command."
+	ErrBusy           = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+	errKilled         = "ERR Script killed by user with SCRIPT KILL..."
+)
+
+// The levels of redis.log (redis.LOG_DEBUG...).
+const (
+	LogDebug   = 0
+	LogVerbose = 1
+	LogNotice  = 2
+	LogWarning = 3
+)
+
+// Caller runs one command for a script: args is the command, name first;
+// the reply is RESP3 when resp3 is set (the script called
+// redis.setresp(3)), RESP2 otherwise. A command the caller refuses gets an
+// error reply (ErrUnknownCommand...). The reply may be reused once Call is
+// called again.
+type Caller interface {
+	Call(args [][]byte, resp3 bool) []byte
+}
+
+// CallerFunc is a Caller that is a function.
+type CallerFunc func(args [][]byte, resp3 bool) []byte
+
+// Call implements Caller.
+func (f CallerFunc) Call(args [][]byte, resp3 bool) []byte { return f(args, resp3) }
+
+// RunError is a script that did not run or did not finish: its Error is
+// Redis's error text without the leading '-' ("NOSCRIPT ...", "ERR
+// user_script:1: ... script: <sha>, on @user_script:1.").
+type RunError struct{ Msg string }
+
+func (e *RunError) Error() string { return e.Msg }
+
+// Reply is the error as the reply Redis sends.
+func (e *RunError) Reply() Reply { return Reply{Kind: Error, Str: e.Msg} }
+
+// Options are the settings of one run. The zero value runs a script with
+// no time limit that nobody can kill, and drops redis.log lines.
+type Options struct {
+	// Running, when set, is the handle through which the caller sees the
+	// script busy and kills it; the Caller marks it written.
+	Running *Running
+	// BusyAfter is Redis's busy-reply-threshold: after it Running.Busy
+	// reports true. 0: never busy.
+	BusyAfter time.Duration
+	// Log receives redis.log lines (level LogDebug..LogWarning).
+	Log func(level int, msg string)
+}
+
+// Engine holds the compiled scripts, by SHA1, and the interpreters that
+// run them. It is safe for concurrent use: each run takes an interpreter
+// of its own.
+type Engine struct {
+	mu      sync.RWMutex
+	scripts map[string]*lua.FunctionProto
+
+	states sync.Pool // *state
+
+	randMu sync.Mutex
+	rand   lrand48
+}
+
+// New returns an empty script cache.
+func New() *Engine {
+	e := &Engine{scripts: map[string]*lua.FunctionProto{}}
+	e.rand.seed(0)
+	e.rand.x = [3]uint32{0x330E, 0xABCD, 0x1234} // Redis's rand.c starts here, not at seed(0)
+	return e
+}
+
+// SHA1 is Redis's name for a script: the hex SHA1 of its text.
+func SHA1(src []byte) string {
+	sum := sha1.Sum(src)
+	return hex.EncodeToString(sum[:])
+}
+
+// Load compiles src and caches it (SCRIPT LOAD); it returns the SHA1.
+func (e *Engine) Load(src []byte) (string, error) {
+	sha := SHA1(src)
+	_, err := e.load(sha, src)
+	return sha, err
+}
+
+func (e *Engine) load(sha string, src []byte) (*lua.FunctionProto, error) {
+	e.mu.RLock()
+	p := e.scripts[sha]
+	e.mu.RUnlock()
+	if p != nil {
+		return p, nil
+	}
+	p, err := compile(src)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	if q := e.scripts[sha]; q != nil {
+		p = q
+	} else {
+		e.scripts[sha] = p
+	}
+	e.mu.Unlock()
+	return p, nil
+}
+
+// Exists reports whether the script sha (any case) is cached.
+func (e *Engine) Exists(sha string) bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.scripts[strings.ToLower(sha)] != nil
+}
+
+// Flush empties the cache (SCRIPT FLUSH).
+func (e *Engine) Flush() {
+	e.mu.Lock()
+	e.scripts = map[string]*lua.FunctionProto{}
+	e.mu.Unlock()
+}
+
+// Len is the number of cached scripts.
+func (e *Engine) Len() int {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return len(e.scripts)
+}
+
+// Eval compiles src (or finds it cached), caches it and runs it (EVAL).
+func (e *Engine) Eval(ctx context.Context, src []byte, keys, args [][]byte, c Caller, o *Options) (Reply, error) {
+	sha := SHA1(src)
+	p, err := e.load(sha, src)
+	if err != nil {
+		return Reply{}, err
+	}
+	return e.run(ctx, sha, p, keys, args, c, o)
+}
+
+// EvalSHA runs the cached script sha (EVALSHA): NOSCRIPT when it is not
+// cached.
+func (e *Engine) EvalSHA(ctx context.Context, sha string, keys, args [][]byte, c Caller, o *Options) (Reply, error) {
+	sha = strings.ToLower(sha)
+	e.mu.RLock()
+	p := e.scripts[sha]
+	e.mu.RUnlock()
+	if p == nil {
+		return Reply{}, &RunError{ErrNoScript}
+	}
+	return e.run(ctx, sha, p, keys, args, c, o)
+}
+
+// compile parses and compiles a script as Redis's "user_script" chunk.
+func compile(src []byte) (*lua.FunctionProto, error) {
+	body := src
+	if len(body) >= 2 && body[0] == '#' && body[1] == '!' {
+		return nil, &RunError{"ERR rlserver does not support script flags (a #! line)"}
+	}
+	chunk, err := parse.Parse(strings.NewReader(string(body)), "user_script")
+	if err != nil {
+		return nil, &RunError{"ERR Error compiling script (new function): " + compileError(err)}
+	}
+	p, err := lua.Compile(chunk, "user_script")
+	if err != nil {
+		return nil, &RunError{"ERR Error compiling script (new function): " + compileError(err)}
+	}
+	return p, nil
+}
+
+// compileError writes a gopher-lua parse error the way Lua 5.1 writes
+// its own: "user_script:LINE: <message> near '<token>'". The message
+// itself is gopher-lua's (Lua names the expected token more often).
+func compileError(err error) string {
+	pe, ok := err.(*parse.Error)
+	if !ok {
+		msg := strings.TrimSpace(err.Error())
+		if strings.HasPrefix(msg, "user_script") {
+			return msg
+		}
+		return "user_script: " + msg
+	}
+	msg := strings.TrimSpace(pe.Message)
+	if msg == "syntax error" {
+		msg = "unexpected symbol"
+	}
+	if pe.Pos.Line == parse.EOF || pe.Token == "" || pe.Token == "EOF" {
+		line := pe.Pos.Line
+		if line == parse.EOF || line <= 0 {
+			line = 1 + strings.Count(strings.TrimRight(msg, "\n"), "\n")
+		}
+		return "user_script:" + itoa(line) + ": " + msg + " near '<eof>'"
+	}
+	return "user_script:" + itoa(pe.Pos.Line) + ": " + msg + " near '" + pe.Token + "'"
+}
+
+// Running is a script in execution as the caller sees it: busy past the
+// threshold, killable until it writes. The zero value is ready; one
+// Running serves one run at a time.
+type Running struct {
+	mu     sync.Mutex
+	active bool
+	start  time.Time
+	after  time.Duration
+	wrote  bool
+	killed bool
+	cancel context.CancelFunc
+}
+
+func (r *Running) begin(cancel context.CancelFunc, after time.Duration) {
+	r.mu.Lock()
+	r.active, r.start, r.after, r.wrote, r.killed, r.cancel = true, time.Now(), after, false, false, cancel
+	r.mu.Unlock()
+}
+
+func (r *Running) end() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.active, r.cancel = false, nil
+	return r.killed
+}
+
+// Active reports whether a script is executing.
+func (r *Running) Active() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.active
+}
+
+// Busy reports whether the script has run past its BusyAfter threshold:
+// Redis then answers other clients BUSY.
+func (r *Running) Busy() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.active && r.after > 0 && time.Since(r.start) >= r.after
+}
+
+// MarkWritten records that the script ran a write command: from then on
+// it cannot be killed. The Caller calls it.
+func (r *Running) MarkWritten() {
+	r.mu.Lock()
+	r.wrote = true
+	r.mu.Unlock()
+}
+
+// Written reports whether MarkWritten was called in this run.
+func (r *Running) Written() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.wrote
+}
+
+// Kill stops the script (SCRIPT KILL): NOTBUSY when none is executing,
+// UNKILLABLE once it has written. The script ends with Redis's error
+// "ERR Script killed by user with SCRIPT KILL...".
+func (r *Running) Kill() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case !r.active:
+		return &RunError{ErrNotBusy}
+	case r.wrote:
+		return &RunError{ErrUnkillable}
+	}
+	r.killed = true
+	r.cancel()
+	return nil
+}
+
+// run is one execution of a compiled script.
+type run struct {
+	e      *Engine
+	caller Caller
+	resp3  bool
+	log    func(int, string)
+	argbuf [][]byte
+}
+
+func (e *Engine) run(ctx context.Context, sha string, p *lua.FunctionProto, keys, args [][]byte, c Caller, o *Options) (Reply, error) {
+	if o == nil {
+		o = &Options{}
+	}
+	st, _ := e.states.Get().(*state)
+	if st == nil {
+		st = e.newState()
+	}
+	L := st.L
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if o.Running != nil {
+		o.Running.begin(cancel, o.BusyAfter)
+	}
+	st.run = &run{e: e, caller: c, log: o.Log}
+	st.globals.RawSetString("KEYS", stringArray(L, keys))
+	st.globals.RawSetString("ARGV", stringArray(L, args))
+	L.SetContext(ctx)
+	fn := L.NewFunctionFromProto(p)
+	L.Push(fn)
+	err := L.PCall(0, 1, st.handler)
+	L.RemoveContext()
+	killed := ctx.Err() != nil
+	if o.Running != nil {
+		killed = o.Running.end() || killed
+	}
+	var reply Reply
+	if err == nil {
+		reply = toReply(L, L.Get(-1), st.run.resp3, 0)
+		L.Pop(1)
+	} else {
+		err = runError(err, sha, killed)
+	}
+	st.run = nil
+	st.globals.RawSetString("KEYS", lua.LNil)
+	st.globals.RawSetString("ARGV", lua.LNil)
+	L.SetTop(0)
+	e.states.Put(st)
+	return reply, err
+}
+
+// runError is Redis's text for a script that raised err: the error
+// handler left a table {err=, source=, line=}.
+func runError(err error, sha string, killed bool) error {
+	ae, ok := err.(*lua.ApiError)
+	if !ok {
+		return &RunError{"ERR Error running script " + sha + ", " + err.Error()}
+	}
+	t, ok := ae.Object.(*lua.LTable)
+	if !ok {
+		msg := "execution failure"
+		if s, ok := ae.Object.(lua.LString); ok {
+			msg = string(s)
+		}
+		if len(msg) > 100 {
+			msg = msg[:100]
+		}
+		return &RunError{sanitize("ERR Error running script " + sha + ", " + msg)}
+	}
+	msg := "(null)"
+	if s, ok := t.RawGetString("err").(lua.LString); ok {
+		msg = string(s)
+	}
+	if killed {
+		msg = errKilled
+	}
+	src, hasSrc := t.RawGetString("source").(lua.LString)
+	line, hasLine := t.RawGetString("line").(lua.LNumber)
+	if hasSrc && hasLine {
+		msg += " script: " + sha + ", on " + string(src) + ":" + itoa(int(line)) + "."
+	}
+	return &RunError{sanitize(msg)}
+}
+
+// sanitize keeps an error reply on one line, as Redis's reply writer
+// does for formatted errors.
+func sanitize(s string) string {
+	s = strings.TrimRight(s, "\r\n")
+	return strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, s)
+}

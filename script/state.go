@@ -1,0 +1,366 @@
+package script
+
+import (
+	"strconv"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// state is one interpreter with Redis's sandbox: it runs one script at a
+// time and goes back to the engine's pool after.
+type state struct {
+	L       *lua.LState
+	globals *lua.LTable // the real global table, behind a read-only proxy
+	handler *lua.LFunction
+	run     *run
+	// protected maps every read-only proxy to the table it shows, and
+	// each such table to itself.
+	protected map[*lua.LTable]*lua.LTable
+}
+
+// The globals Redis 7.0 leaves a script (script_lua.c's allow lists),
+// besides the libraries this package builds itself.
+var baseAllowed = []string{
+	"xpcall", "tostring", "getfenv", "setmetatable", "next", "assert",
+	"tonumber", "rawequal", "collectgarbage", "getmetatable", "rawset",
+	"pcall", "coroutine", "type", "select", "unpack", "gcinfo", "pairs",
+	"rawget", "loadstring", "ipairs", "_VERSION", "setfenv", "load",
+	"error", "newproxy", "string", "math", "table",
+}
+
+func (e *Engine) newState() *state {
+	L := lua.NewState(lua.Options{
+		SkipOpenLibs:        true,
+		CallStackSize:       2000,
+		MinimizeStackMemory: true,
+		RegistrySize:        1024,
+		RegistryMaxSize:     1024 * 1024,
+	})
+	for _, lib := range []struct {
+		name string
+		open lua.LGFunction
+	}{
+		{"", lua.OpenBase},
+		{lua.TabLibName, lua.OpenTable},
+		{lua.StringLibName, lua.OpenString},
+		{lua.MathLibName, lua.OpenMath},
+		{lua.CoroutineLibName, lua.OpenCoroutine},
+	} {
+		L.Push(L.NewFunction(lib.open))
+		L.Push(lua.LString(lib.name))
+		L.Call(1, 0)
+	}
+	st := &state{L: L, protected: map[*lua.LTable]*lua.LTable{}}
+	g := L.NewTable()
+	for _, name := range baseAllowed {
+		g.RawSetString(name, L.GetGlobal(name))
+	}
+	g.RawSetString("tostring", L.NewFunction(luaToString))
+	g.RawSetString("error", L.NewFunction(luaErrorFn))
+	g.RawSetString("pcall", L.NewFunction(luaPcall))
+	g.RawSetString("collectgarbage", L.NewFunction(luaCollectGarbage))
+	g.RawSetString("gcinfo", L.NewFunction(func(L *lua.LState) int { L.Push(lua.LNumber(0)); return 1 }))
+	g.RawSetString("pairs", L.NewFunction(st.luaPairs))
+	g.RawSetString("next", L.NewFunction(st.luaNext))
+	g.RawSetString("rawget", L.NewFunction(st.luaRawGet))
+	g.RawSetString("rawset", L.NewFunction(st.luaRawSet))
+	g.RawSetString("setmetatable", L.NewFunction(st.luaSetMetatable))
+
+	math := g.RawGetString("math").(*lua.LTable)
+	math.RawSetString("random", L.NewFunction(e.luaRandom))
+	math.RawSetString("randomseed", L.NewFunction(e.luaRandomSeed))
+
+	g.RawSetString("redis", st.redisLib())
+	g.RawSetString("cjson", openCjson(L))
+	g.RawSetString("bit", openBit(L))
+	g.RawSetString("struct", openStruct(L))
+	g.RawSetString("cmsgpack", openCmsgpack(L))
+
+	// Every library table is read-only: scripts see a proxy that reads
+	// through to it and refuses writes.
+	for _, name := range []string{"string", "math", "table", "coroutine", "redis", "cjson", "bit", "struct", "cmsgpack"} {
+		g.RawSetString(name, st.protect(g.RawGetString(name).(*lua.LTable)))
+	}
+	proxy := st.protect(g)
+	g.RawSetString("_G", proxy)
+	// Reading a global that does not exist is an error.
+	gmt := L.NewTable()
+	gmt.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
+		L.RaiseError("Script attempted to access nonexistent global variable '%s'", luaString(L.Get(2)))
+		return 0
+	}))
+	L.SetMetatable(g, gmt)
+
+	L.Env = proxy
+	L.G.Global = proxy
+	st.globals = g
+	st.handler = L.NewFunction(st.errHandler)
+	return st
+}
+
+// protect returns a read-only proxy of t.
+func (st *state) protect(t *lua.LTable) *lua.LTable {
+	L := st.L
+	p := L.NewTable()
+	mt := L.NewTable()
+	mt.RawSetString("__index", t)
+	mt.RawSetString("__newindex", L.NewFunction(func(L *lua.LState) int {
+		L.RaiseError("Attempt to modify a readonly table")
+		return 0
+	}))
+	L.SetMetatable(p, mt)
+	st.protected[p] = t
+	st.protected[t] = t
+	return p
+}
+
+// through is the table a proxy shows, or t itself.
+func (st *state) through(t *lua.LTable) *lua.LTable {
+	if r := st.protected[t]; r != nil {
+		return r
+	}
+	return t
+}
+
+func (st *state) luaPairs(L *lua.LState) int {
+	t := L.CheckTable(1)
+	if mt, ok := L.GetMetaField(t, "__pairs").(*lua.LFunction); ok && st.protected[t] == nil {
+		L.Push(mt)
+		L.Push(t)
+		L.Call(1, 3)
+		return 3
+	}
+	L.Push(L.NewFunction(st.luaNext))
+	L.Push(st.through(t))
+	L.Push(lua.LNil)
+	return 3
+}
+
+func (st *state) luaNext(L *lua.LState) int {
+	t := st.through(L.CheckTable(1))
+	k, v := t.Next(L.Get(2))
+	if k == lua.LNil {
+		L.Push(lua.LNil)
+		return 1
+	}
+	L.Push(k)
+	L.Push(v)
+	return 2
+}
+
+func (st *state) luaRawGet(L *lua.LState) int {
+	t := st.through(L.CheckTable(1))
+	L.Push(t.RawGet(L.CheckAny(2)))
+	return 1
+}
+
+func (st *state) luaRawSet(L *lua.LState) int {
+	t := L.CheckTable(1)
+	if st.protected[t] != nil {
+		L.RaiseError("Attempt to modify a readonly table")
+	}
+	t.RawSet(L.CheckAny(2), L.CheckAny(3))
+	L.Push(t)
+	return 1
+}
+
+func (st *state) luaSetMetatable(L *lua.LState) int {
+	t := L.CheckTable(1)
+	if st.protected[t] != nil {
+		L.RaiseError("Attempt to modify a readonly table")
+	}
+	mt := L.Get(2)
+	if _, ok := mt.(*lua.LTable); !ok && mt != lua.LNil {
+		L.ArgError(2, "nil or table expected")
+	}
+	if L.GetMetaField(t, "__metatable") != lua.LNil {
+		L.RaiseError("cannot change a protected metatable")
+	}
+	L.SetMetatable(t, mt)
+	L.SetTop(1)
+	return 1
+}
+
+// errHandler is Redis's __redis__err__handler: it turns the error into a
+// table {err=, source=, line=} naming the script line that raised it (the
+// caller's line when a Go function raised it).
+func (st *state) errHandler(L *lua.LState) int {
+	obj := L.Get(1)
+	dbg, ok := L.GetStack(1)
+	if ok {
+		if _, err := L.GetInfo("S", dbg, lua.LNil); err != nil || dbg.What == "G" {
+			dbg, ok = L.GetStack(2)
+		}
+	}
+	t, isTable := obj.(*lua.LTable)
+	if !isTable {
+		t = L.NewTable()
+		t.RawSetString("err", lua.LString("ERR "+luaToStringValue(L, obj)))
+	}
+	if ok {
+		if _, err := L.GetInfo("Sl", dbg, lua.LNil); err == nil && dbg.What != "G" {
+			src := dbg.Source
+			if src == "user_script" {
+				src = "@user_script"
+			}
+			t.RawSetString("source", lua.LString(src))
+			t.RawSetString("line", lua.LNumber(dbg.CurrentLine))
+		}
+	}
+	L.Push(t)
+	return 1
+}
+
+// luaToString is Lua 5.1's tostring: numbers as "%.14g".
+func luaToString(L *lua.LState) int {
+	L.Push(lua.LString(luaToStringValue(L, L.CheckAny(1))))
+	return 1
+}
+
+func luaToStringValue(L *lua.LState, v lua.LValue) string {
+	if n, ok := v.(lua.LNumber); ok {
+		return formatNumber(n)
+	}
+	return L.ToStringMeta(v).String()
+}
+
+// formatNumber is Lua 5.1's number format, "%.14g".
+func formatNumber(n lua.LNumber) string { return formatG(float64(n), 14) }
+
+// luaString is a string or number argument as Lua's tostring shows it.
+func luaString(v lua.LValue) string {
+	switch v := v.(type) {
+	case lua.LNumber:
+		return formatNumber(v)
+	case lua.LString:
+		return string(v)
+	}
+	return v.String()
+}
+
+// luaErrorFn is Lua 5.1's error: a string or number message gets the
+// position of the level's function.
+func luaErrorFn(L *lua.LState) int {
+	obj := L.Get(1)
+	level := L.OptInt(2, 1)
+	if n, ok := obj.(lua.LNumber); ok {
+		obj = lua.LString(formatNumber(n))
+	}
+	L.Error(obj, level)
+	return 0
+}
+
+// luaPcall is Redis 7's pcall: an error that is a table with an err field
+// (what redis.call raises) is returned as its err string.
+func luaPcall(L *lua.LState) int {
+	n := L.GetTop()
+	if n == 0 {
+		L.ArgError(1, "value expected")
+	}
+	err := L.PCall(n-1, lua.MultRet, nil)
+	if err != nil {
+		var obj lua.LValue = lua.LString(err.Error())
+		if ae, ok := err.(*lua.ApiError); ok {
+			obj = ae.Object
+		}
+		if t, ok := obj.(*lua.LTable); ok {
+			switch e := t.RawGetString("err").(type) {
+			case lua.LString:
+				obj = e
+			case lua.LNumber:
+				obj = lua.LString(formatNumber(e))
+			}
+		}
+		L.SetTop(0)
+		L.Push(lua.LFalse)
+		L.Push(obj)
+		return 2
+	}
+	L.Insert(lua.LTrue, 1)
+	return L.GetTop()
+}
+
+// luaCollectGarbage answers without collecting: a script must not stop
+// the whole process for a GC.
+func luaCollectGarbage(L *lua.LState) int {
+	switch L.OptString(1, "collect") {
+	case "count", "step":
+		L.Push(lua.LNumber(0))
+	default:
+		L.Push(lua.LNumber(0))
+	}
+	return 1
+}
+
+func stringArray(L *lua.LState, items [][]byte) *lua.LTable {
+	t := L.CreateTable(len(items), 0)
+	for _, b := range items {
+		t.Append(lua.LString(b))
+	}
+	return t
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// lrand48 is Redis's rand.c: the generator behind math.random, the same
+// sequence on every platform.
+type lrand48 struct{ x [3]uint32 }
+
+func (r *lrand48) seed(v int32) {
+	r.x = [3]uint32{0x330E, uint32(v) & 0xffff, (uint32(v) >> 16) & 0xffff}
+}
+
+func (r *lrand48) next() int32 {
+	const a0, a1, a2, c = 0xE66D, 0xDEEC, 0x5, 0xB
+	// The 48-bit x = a*x + c (mod 2^48), as rand.c computes it in 16-bit
+	// pieces.
+	x := uint64(r.x[0]) | uint64(r.x[1])<<16 | uint64(r.x[2])<<32
+	a := uint64(a0) | uint64(a1)<<16 | uint64(a2)<<32
+	x = (a*x + c) & (1<<48 - 1)
+	r.x = [3]uint32{uint32(x & 0xffff), uint32(x>>16) & 0xffff, uint32(x>>32) & 0xffff}
+	return int32(r.x[2])<<15 + int32(r.x[1]>>1)
+}
+
+const lrand48Max = 1<<31 - 1 // REDIS_LRAND48_MAX, INT32_MAX
+
+func (e *Engine) luaRandom(L *lua.LState) int {
+	e.randMu.Lock()
+	v := e.rand.next()
+	e.randMu.Unlock()
+	r := float64(int64(v)%lrand48Max) / float64(lrand48Max)
+	switch L.GetTop() {
+	case 0:
+		L.Push(lua.LNumber(r))
+	case 1:
+		u := L.CheckInt(1)
+		if u < 1 {
+			L.ArgError(1, "interval is empty")
+		}
+		L.Push(lua.LNumber(floor(r*float64(u)) + 1))
+	case 2:
+		l, u := L.CheckInt(1), L.CheckInt(2)
+		if l > u {
+			L.ArgError(2, "interval is empty")
+		}
+		L.Push(lua.LNumber(floor(r*float64(u-l+1)) + float64(l)))
+	default:
+		L.RaiseError("wrong number of arguments")
+	}
+	return 1
+}
+
+func (e *Engine) luaRandomSeed(L *lua.LState) int {
+	v := int32(L.CheckInt(1))
+	e.randMu.Lock()
+	e.rand.seed(v)
+	e.randMu.Unlock()
+	return 0
+}
+
+func floor(f float64) float64 {
+	i := float64(int64(f))
+	if i > f {
+		i--
+	}
+	return i
+}
