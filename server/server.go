@@ -20,6 +20,7 @@ import (
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/memlimit"
 	"github.com/rlserver/rlserver/resp"
+	"github.com/rlserver/rlserver/script"
 )
 
 // Backend applies batches of limiter requests and answers for the keys'
@@ -119,6 +120,8 @@ type Server struct {
 	maxKeyLen    atomic.Int64 // Config.MaxKeyLen, changed by CONFIG SET
 
 	mem *memlimit.Controller // maxmemory (memory.go)
+
+	scripts atomic.Pointer[scriptState] // Lua scripts (script_cmd.go), made on first use
 
 	settingsMu sync.RWMutex // guards cfg.Settings: CONFIG SET writes it
 	warnMu     sync.Mutex
@@ -430,14 +433,14 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 			return cmdOK
 		}
 	}
-	if cmd.firstKey > 0 {
+	if cmd.firstKey > 0 || cmd.movableKeys != nil {
 		if text := s.checkKeys(cmd, args); text != "" {
 			c.st.at(cmd.id).rejected++
 			s.refuse(c, text)
 			return cmdOK
 		}
 	}
-	if s.router != nil && cmd.firstKey > 0 {
+	if s.router != nil && (cmd.firstKey > 0 || cmd.movableKeys != nil) {
 		if text := s.route(cmd, args); text != "" {
 			c.st.at(cmd.id).rejected++
 			s.refuse(c, text)
@@ -447,6 +450,11 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 	if s.refusesWrite(cmd) {
 		c.st.at(cmd.id).rejected++
 		s.refuse(c, errMisconf)
+		return cmdOK
+	}
+	if s.busyOn(cmd, args) { // a script past busy-reply-threshold holds a key (script_cmd.go)
+		c.st.at(cmd.id).rejected++
+		s.refuse(c, script.ErrBusy)
 		return cmdOK
 	}
 	if c.txn.on && !txnCommands[cmd.name] {

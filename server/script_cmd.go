@@ -1,0 +1,339 @@
+package server
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rlserver/rlserver/kv"
+	"github.com/rlserver/rlserver/script"
+	"github.com/rlserver/rlserver/slots"
+)
+
+// Lua scripts: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT.
+//
+// A script runs on the connection's goroutine against a kv.Overlay: a
+// private copy of the keys it touches, read from the engine in one
+// command when the run starts (its declared keys) or when it first
+// touches another key. Its writes stay in the copy; when it ends they are
+// applied as one transaction of absolute restores under WATCH digests of
+// every key it touched (kv.Overlay.Effects), through the backend, so in a
+// cluster the Raft log carries the script's effects and never the script:
+// replicas run no Lua. If another command changed one of its keys in
+// between, nothing applies and the script runs again on fresh copies, so
+// every run that takes effect is serializable. Writes made before a script
+// error stay, as in Redis.
+//
+// TIME inside a script is the run's time. No shard is held while a script
+// runs, so a looping script stalls nobody; past busy-reply-threshold the
+// commands on its keys answer BUSY, as Redis's clients expect, and SCRIPT
+// KILL stops it if it has not written yet.
+
+// scriptRetries bounds the runs of one script whose effects keep meeting
+// changed keys.
+const scriptRetries = 64
+
+// busyReplyThreshold is Redis's default busy-reply-threshold.
+const busyReplyThreshold = 5 * time.Second
+
+// scriptState is the server's script cache and the scripts running.
+type scriptState struct {
+	cache   *script.Engine
+	mu      sync.Mutex
+	running map[*scriptRun]struct{}
+	n       atomic.Int32 // len(running), read without the lock
+}
+
+type scriptRun struct {
+	run  *script.Running
+	keys []string
+}
+
+func init() {
+	evalKeys := func(args [][]byte) (first, last, step int) {
+		if len(args) < 3 {
+			return 0, -1, 1
+		}
+		n, ok := parseInt(args[2])
+		if !ok || n <= 0 || n > int64(len(args)-3) {
+			return 0, -1, 1
+		}
+		return 3, 2 + int(n), 1
+	}
+	eval := func(name, since, summary string, sha, ro bool) *command {
+		flags := []string{"noscript", "stale", "skip_monitor", "may_replicate", "no_mandatory_keys", "movablekeys"}
+		if ro {
+			flags = []string{"readonly", "noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"}
+		}
+		return &command{name: name, arity: -3, flags: flags, acl: []string{"@slow", "@scripting"},
+			summary: summary, group: "scripting", since: since, movableKeys: evalKeys,
+			handler: func(s *Server, c *client, args [][]byte) outcome {
+				s.eval(c, args, sha, ro)
+				return cmdOK
+			}}
+	}
+	scriptSub := func(name string, arity int, flags []string, summary string, h func(*Server, *client, [][]byte) outcome) *command {
+		sc := sub("script", name, arity, flags, summary, h)
+		sc.acl, sc.group, sc.since = []string{"@slow", "@scripting"}, "scripting", "2.6.0"
+		return sc
+	}
+	register(
+		eval("eval", "2.6.0", "Executes a server-side Lua script.", false, false),
+		eval("evalsha", "2.6.0", "Executes a server-side Lua script by SHA1 digest.", true, false),
+		eval("eval_ro", "7.0.0", "Executes a read-only server-side Lua script.", false, true),
+		eval("evalsha_ro", "7.0.0", "Executes a read-only server-side Lua script by SHA1 digest.", true, true),
+		container("script", "A container for Lua scripts management commands.", "scripting",
+			scriptSub("load", 3, []string{"noscript", "stale"}, "Loads a server-side Lua script to the script cache.", cmdScriptLoad),
+			scriptSub("exists", -3, []string{"noscript"}, "Determines whether server-side Lua scripts exist in the script cache.", cmdScriptExists),
+			scriptSub("flush", -2, []string{"noscript"}, "Removes all server-side Lua scripts from the script cache.", cmdScriptFlush),
+			scriptSub("kill", 2, []string{"noscript", "allow_busy"}, "Terminates a server-side Lua script during execution.", cmdScriptKill),
+		),
+	)
+}
+
+// scriptsOf returns the server's script state, made on first use.
+func (s *Server) scriptsOf() *scriptState {
+	if st := s.scripts.Load(); st != nil {
+		return st
+	}
+	s.scripts.CompareAndSwap(nil, &scriptState{cache: script.New(), running: map[*scriptRun]struct{}{}})
+	return s.scripts.Load()
+}
+
+func (s *Server) eval(c *client, args [][]byte, bySHA, ro bool) {
+	n, ok := parseInt(args[2])
+	switch {
+	case !ok:
+		c.rep.error(errNotInteger)
+		return
+	case n < 0:
+		c.rep.error("ERR Number of keys can't be negative")
+		return
+	case n > int64(len(args)-3):
+		c.rep.error("ERR Number of keys can't be greater than number of args")
+		return
+	}
+	keys, argv := args[3:3+n], args[3+n:]
+	st := s.scriptsOf()
+	sha := ""
+	if bySHA {
+		sha = strings.ToLower(string(args[1]))
+		if !st.cache.Exists(sha) {
+			c.rep.error(script.ErrNoScript)
+			return
+		}
+	}
+	run := &scriptRun{run: &script.Running{}}
+	for _, k := range keys {
+		run.keys = append(run.keys, string(k))
+	}
+	st.add(run)
+	defer st.remove(run)
+
+	resp3 := c.memo.resp3
+	for range scriptRetries {
+		ov := kv.NewOverlay(time.Now().UnixNano(), s.fetchKeys)
+		ov.Load(keys)
+		caller := &scriptCaller{s: s, ov: ov, ro: ro, run: run.run, slot: -1}
+		if s.router != nil && len(keys) > 0 {
+			caller.slot = slots.Of(keys[0])
+		}
+		opts := &script.Options{Running: run.run, BusyAfter: busyReplyThreshold}
+		var reply script.Reply
+		var err error
+		if bySHA {
+			reply, err = st.cache.EvalSHA(context.Background(), sha, keys, argv, caller, opts)
+		} else {
+			reply, err = st.cache.Eval(context.Background(), args[1], keys, argv, caller, opts)
+		}
+		if ferr := ov.Err(); ferr != nil {
+			c.rep.error(engineErrorText(ferr))
+			return
+		}
+		if ov.Wrote() {
+			fx := ov.Effects(false)
+			out, text := s.runCommand(fx.Request())
+			if text != "" {
+				c.rep.error(text)
+				return
+			}
+			if out == "*-1\r\n" {
+				continue // a key changed since the run read it: run again
+			}
+			if i := strings.Index(out, "\r\n-"); i >= 0 {
+				// A restore was refused (OOM): nothing else applied
+				// that needed a new key; report it as Redis would.
+				c.rep.error(errorLine(out[i+2:]))
+				return
+			}
+		}
+		if err != nil {
+			c.rep.error(err.Error())
+			return
+		}
+		b := reply.Append(nil, resp3)
+		if len(b) > 0 && b[0] == '-' {
+			c.rep.errors++
+		}
+		c.rep.conn.WriteRaw(b)
+		return
+	}
+	c.rep.error("BUSY the script's keys kept changing while it ran; try again")
+}
+
+// fetchKeys reads keys for a script's overlay, in one command.
+func (s *Server) fetchKeys(keys [][]byte) ([]kv.KeyState, error) {
+	reply, text := s.runCommand(kv.NewDump(keys).Request())
+	if text != "" {
+		return nil, scriptFetchError(text)
+	}
+	st, ok := kv.ParseDump(reply, len(keys))
+	if !ok {
+		return nil, scriptFetchError("ERR unexpected reply reading a script's keys")
+	}
+	return st, nil
+}
+
+type scriptFetchError string
+
+func (e scriptFetchError) Error() string { return string(e) }
+
+// scriptCaller runs a script's redis.call on its overlay.
+type scriptCaller struct {
+	s    *Server
+	ov   *kv.Overlay
+	ro   bool
+	run  *script.Running
+	slot int // the slot of the declared keys in a sharded cluster; -1 otherwise
+	buf  []byte
+}
+
+// Call implements script.Caller.
+func (sc *scriptCaller) Call(args [][]byte, resp3 bool) []byte {
+	spec, ok := kv.Lookup(args[0])
+	if !ok {
+		if lookup(appendLower(nil, args[0])) != nil {
+			return errReply(script.ErrNotAllowed)
+		}
+		return errReply(script.ErrUnknownCommand)
+	}
+	if !spec.ArityOK(len(args)) {
+		return errReply(script.ErrWrongArgs)
+	}
+	if sc.slot >= 0 {
+		for _, k := range spec.KeysOf(args) {
+			if slots.Of(k) != sc.slot {
+				return errReply("ERR Script attempted to access keys that do not hash to the same slot")
+			}
+		}
+	}
+	if spec.Write() {
+		if sc.ro {
+			return errReply(script.ErrReadOnly)
+		}
+		sc.run.MarkWritten()
+	}
+	sc.buf = kv.New(spec, args, resp3).Exec(sc.ov, sc.buf[:0])
+	return sc.buf
+}
+
+func errReply(text string) []byte { return []byte("-" + text + "\r\n") }
+
+func (st *scriptState) add(r *scriptRun) {
+	st.mu.Lock()
+	st.running[r] = struct{}{}
+	st.n.Store(int32(len(st.running)))
+	st.mu.Unlock()
+}
+
+func (st *scriptState) remove(r *scriptRun) {
+	st.mu.Lock()
+	delete(st.running, r)
+	st.n.Store(int32(len(st.running)))
+	st.mu.Unlock()
+}
+
+// busyOn reports whether a script that runs past busy-reply-threshold
+// holds one of the keys of cmd: the command then answers BUSY. A script
+// stalls only the commands on its keys.
+func (s *Server) busyOn(cmd *command, args [][]byte) bool {
+	st := s.scripts.Load()
+	if st == nil || st.n.Load() == 0 {
+		return false
+	}
+	first, last, step := cmd.keyRange(args)
+	if first <= 0 {
+		return false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for r := range st.running {
+		if !r.run.Busy() {
+			continue
+		}
+		for i := first; i <= last && i < len(args); i += step {
+			if slices.Contains(r.keys, string(args[i])) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func cmdScriptLoad(s *Server, c *client, args [][]byte) outcome {
+	sha, err := s.scriptsOf().cache.Load(args[2])
+	if err != nil {
+		c.rep.error(err.Error())
+		return cmdOK
+	}
+	c.rep.conn.WriteBulkString(sha)
+	return cmdOK
+}
+
+func cmdScriptExists(s *Server, c *client, args [][]byte) outcome {
+	cache := s.scriptsOf().cache
+	c.rep.conn.WriteArray(len(args) - 2)
+	for _, a := range args[2:] {
+		if cache.Exists(strings.ToLower(string(a))) {
+			c.rep.conn.WriteInt(1)
+		} else {
+			c.rep.conn.WriteInt(0)
+		}
+	}
+	return cmdOK
+}
+
+func cmdScriptFlush(s *Server, c *client, args [][]byte) outcome {
+	if len(args) > 3 || (len(args) == 3 && !equalFold(args[2], "async") && !equalFold(args[2], "sync")) {
+		c.rep.error("ERR SCRIPT FLUSH only support SYNC|ASYNC option")
+		return cmdOK
+	}
+	s.scriptsOf().cache.Flush()
+	c.rep.conn.WriteString("OK")
+	return cmdOK
+}
+
+func cmdScriptKill(s *Server, c *client, _ [][]byte) outcome {
+	st := s.scriptsOf()
+	st.mu.Lock()
+	var target *script.Running
+	for r := range st.running {
+		if r.run.Active() && (target == nil || r.run.Busy()) {
+			target = r.run
+		}
+	}
+	st.mu.Unlock()
+	if target == nil {
+		c.rep.error(script.ErrNotBusy)
+		return cmdOK
+	}
+	if err := target.Kill(); err != nil {
+		c.rep.error(err.Error())
+		return cmdOK
+	}
+	c.rep.conn.WriteString("OK")
+	return cmdOK
+}
