@@ -104,8 +104,7 @@ type Engine struct {
 // New returns an empty script cache.
 func New() *Engine {
 	e := &Engine{scripts: map[string]*lua.FunctionProto{}}
-	e.rand.seed(0)
-	e.rand.x = [3]uint32{0x330E, 0xABCD, 0x1234} // Redis's rand.c starts here, not at seed(0)
+	e.rand.x = [3]uint32{0x330E, 0xABCD, 0x1234} // where Redis's rand.c starts (math.random is not reseeded per script in 7.0)
 	return e
 }
 

@@ -222,14 +222,14 @@ func toReply(L *lua.LState, v lua.LValue, resp3 bool, depth int) Reply {
 		}
 		if m, ok := v.RawGetString("map").(*lua.LTable); ok {
 			r := Reply{Kind: Map}
-			m.ForEach(func(k, val lua.LValue) {
+			forEach(m, func(k, val lua.LValue) {
 				r.Elems = append(r.Elems, toReply(L, k, resp3, depth+1), toReply(L, val, resp3, depth+1))
 			})
 			return r
 		}
 		if s, ok := v.RawGetString("set").(*lua.LTable); ok {
 			r := Reply{Kind: Set}
-			s.ForEach(func(k, _ lua.LValue) {
+			forEach(s, func(k, _ lua.LValue) {
 				r.Elems = append(r.Elems, toReply(L, k, resp3, depth+1))
 			})
 			return r
@@ -385,4 +385,14 @@ func parseLuaNumber(s string) (float64, error) {
 		return float64(n), err
 	}
 	return strconv.ParseFloat(s, 64)
+}
+
+// forEach visits t's pairs in next's order (ForEach ranges over Go maps,
+// whose order changes from run to run).
+func forEach(t *lua.LTable, fn func(k, v lua.LValue)) {
+	k, v := t.Next(lua.LNil)
+	for k != lua.LNil {
+		fn(k, v)
+		k, v = t.Next(k)
+	}
 }

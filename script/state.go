@@ -18,14 +18,15 @@ type state struct {
 	protected map[*lua.LTable]*lua.LTable
 }
 
-// The globals Redis 7.0 leaves a script (script_lua.c's allow lists),
-// besides the libraries this package builds itself.
+// The globals Redis 7.0.15 leaves a script (script_lua.c's allow lists,
+// less getfenv, setfenv and newproxy, which 7.0.15 removed), besides the
+// libraries this package builds itself.
 var baseAllowed = []string{
 	"xpcall", "tostring", "getfenv", "setmetatable", "next", "assert",
 	"tonumber", "rawequal", "collectgarbage", "getmetatable", "rawset",
 	"pcall", "coroutine", "type", "select", "unpack", "gcinfo", "pairs",
-	"rawget", "loadstring", "ipairs", "_VERSION", "setfenv", "load",
-	"error", "newproxy", "string", "math", "table",
+	"rawget", "loadstring", "ipairs", "_VERSION", "load", "error",
+	"string", "math", "table",
 }
 
 func (e *Engine) newState() *state {
@@ -81,6 +82,7 @@ func (e *Engine) newState() *state {
 	for _, name := range []string{"string", "math", "table", "coroutine", "redis", "cjson", "bit", "struct", "cmsgpack"} {
 		g.RawSetString(name, st.protect(g.RawGetString(name).(*lua.LTable)))
 	}
+	g.RawSetString("__redis__err__handler", L.NewFunction(func(L *lua.LState) int { L.SetTop(1); return 1 }))
 	proxy := st.protect(g)
 	g.RawSetString("_G", proxy)
 	// Reading a global that does not exist is an error.
@@ -157,7 +159,7 @@ func (st *state) luaRawGet(L *lua.LState) int {
 func (st *state) luaRawSet(L *lua.LState) int {
 	t := L.CheckTable(1)
 	if st.protected[t] != nil {
-		L.RaiseError("Attempt to modify a readonly table")
+		L.Error(lua.LString("Attempt to modify a readonly table"), 0)
 	}
 	t.RawSet(L.CheckAny(2), L.CheckAny(3))
 	L.Push(t)
@@ -167,7 +169,7 @@ func (st *state) luaRawSet(L *lua.LState) int {
 func (st *state) luaSetMetatable(L *lua.LState) int {
 	t := L.CheckTable(1)
 	if st.protected[t] != nil {
-		L.RaiseError("Attempt to modify a readonly table")
+		L.Error(lua.LString("Attempt to modify a readonly table"), 0)
 	}
 	mt := L.Get(2)
 	if _, ok := mt.(*lua.LTable); !ok && mt != lua.LNil {

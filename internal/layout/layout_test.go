@@ -27,6 +27,7 @@ var allowed = map[string][]string{
 	"slots":      {},
 	"metrics":    {"engine", "internal/offheap", "memlimit", "policy", "status"},
 	"statuspage": {"status"},
+	"script":     {},
 }
 
 // TestImportRules: the wire protocol and the status values are leaves, the
