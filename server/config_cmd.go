@@ -3,6 +3,7 @@ package server
 import (
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -26,7 +27,7 @@ func (s *Server) settings() map[string]string {
 
 // settingAliases are Redis's spellings of settings whose flag is named
 // otherwise; CONFIG SET takes both.
-var settingAliases = map[string]string{"loglevel": "log-level"}
+var settingAliases = map[string]string{"loglevel": "log-level", "lua-time-limit": "busy-reply-threshold"}
 
 func configSetCommand() *command {
 	return &command{name: "config|set", arity: -4, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"},
@@ -153,6 +154,10 @@ func (s *Server) checkSetting(key, value string) (why string, own bool) {
 		if n, err := strconv.Atoi(value); err != nil || n < 1 || n > 65535 {
 			return "argument must be an integer between 1 and 65535", true
 		}
+	case "busy-reply-threshold", "lua-time-limit":
+		if n, err := strconv.ParseInt(value, 10, 64); err != nil || n < 0 || n > math.MaxInt64/int64(time.Millisecond) {
+			return "argument couldn't be parsed into an integer", true
+		}
 	default:
 		return "", false
 	}
@@ -200,6 +205,12 @@ func (s *Server) configSet(name, value string) string {
 			return failed("argument must be an integer between 1 and 65535")
 		}
 		s.maxKeyLen.Store(int64(n))
+	case "busy-reply-threshold":
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil || n < 0 || n > math.MaxInt64/int64(time.Millisecond) {
+			return failed("argument couldn't be parsed into an integer")
+		}
+		s.busyAfter.Store(n * int64(time.Millisecond))
 	default:
 		if s.cfg.ConfigSet == nil {
 			return s.unknownSetting(name, failed)
@@ -228,6 +239,11 @@ func (s *Server) configSet(name, value string) string {
 	s.cfg.Settings[key] = value
 	if key != name {
 		s.cfg.Settings[name] = value
+	}
+	for alias, k := range settingAliases { // CONFIG GET of either name
+		if k == key {
+			s.cfg.Settings[alias] = value
+		}
 	}
 	s.settingsMu.Unlock()
 	return ""

@@ -41,6 +41,8 @@ const busyReplyThreshold = 5 * time.Second
 
 // scriptState is the server's script cache and the scripts running.
 type scriptState struct {
+	ctx     context.Context // ends at shutdown: every run stops
+	stop    context.CancelFunc
 	cache   *script.Engine
 	mu      sync.Mutex
 	running map[*scriptRun]struct{}
@@ -99,7 +101,10 @@ func (s *Server) scriptsOf() *scriptState {
 	if st := s.scripts.Load(); st != nil {
 		return st
 	}
-	s.scripts.CompareAndSwap(nil, &scriptState{cache: script.New(), running: map[*scriptRun]struct{}{}})
+	ctx, stop := context.WithCancel(context.Background())
+	if !s.scripts.CompareAndSwap(nil, &scriptState{ctx: ctx, stop: stop, cache: script.New(), running: map[*scriptRun]struct{}{}}) {
+		stop()
+	}
 	return s.scripts.Load()
 }
 
@@ -141,13 +146,17 @@ func (s *Server) eval(c *client, args [][]byte, bySHA, ro bool) {
 		if s.router != nil && len(keys) > 0 {
 			caller.slot = slots.Of(keys[0])
 		}
-		opts := &script.Options{Running: run.run, BusyAfter: busyReplyThreshold}
+		opts := &script.Options{Running: run.run, BusyAfter: time.Duration(s.busyAfter.Load())}
 		var reply script.Reply
 		var err error
 		if bySHA {
-			reply, err = st.cache.EvalSHA(context.Background(), sha, keys, argv, caller, opts)
+			reply, err = st.cache.EvalSHA(st.ctx, sha, keys, argv, caller, opts)
 		} else {
-			reply, err = st.cache.Eval(context.Background(), args[1], keys, argv, caller, opts)
+			reply, err = st.cache.Eval(st.ctx, args[1], keys, argv, caller, opts)
+		}
+		if st.ctx.Err() != nil {
+			c.rep.error("ERR the server is shutting down: the script was stopped and none of its writes applied")
+			return
 		}
 		if ferr := ov.Err(); ferr != nil {
 			c.rep.error(engineErrorText(ferr))

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -121,7 +122,8 @@ type Server struct {
 
 	mem *memlimit.Controller // maxmemory (memory.go)
 
-	scripts atomic.Pointer[scriptState] // Lua scripts (script_cmd.go), made on first use
+	scripts   atomic.Pointer[scriptState] // Lua scripts (script_cmd.go), made on first use
+	busyAfter atomic.Int64                // busy-reply-threshold in ns (CONFIG SET)
 
 	settingsMu sync.RWMutex // guards cfg.Settings: CONFIG SET writes it
 	warnMu     sync.Mutex
@@ -177,6 +179,14 @@ func New(cfg Config, backend Backend) *Server {
 		mem:      memlimit.New(backend),
 	}
 	s.maxKeyLen.Store(int64(cfg.MaxKeyLen))
+	s.busyAfter.Store(int64(busyReplyThreshold))
+	if s.cfg.Settings == nil {
+		s.cfg.Settings = map[string]string{}
+	}
+	if _, ok := s.cfg.Settings["busy-reply-threshold"]; !ok {
+		ms := strconv.FormatInt(busyReplyThreshold.Milliseconds(), 10)
+		s.cfg.Settings["busy-reply-threshold"], s.cfg.Settings["lua-time-limit"] = ms, ms
+	}
 	s.stopper, _ = backend.(WriteStopper)
 	s.router, _ = backend.(SlotRouter)
 	g := cfg.Guard.Normalized()
@@ -325,6 +335,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing = true
 	s.stop.Store(true)
 	s.stopSampler()
+	if st := s.scripts.Load(); st != nil {
+		st.stop() // a script's writes are not applied until it ends: stopping one loses nothing acknowledged
+	}
 	for _, ln := range s.lns {
 		ln.Close()
 	}
