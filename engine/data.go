@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/fnv"
 	"math"
 	"unsafe"
@@ -80,6 +81,11 @@ type Keyspace interface {
 	// Digest is a hash of the key's whole state (kind, value, expiry), 0
 	// when it is missing: WATCH compares it.
 	Digest(key []byte) uint64
+	// Record is the key's whole state as a snapshot record, of any kind.
+	Record(key []byte) (Record, bool)
+	// Put replaces the key's state by rec (a record Export could have
+	// made, for rec.Key), or fails with ErrBadRecord.
+	Put(rec Record) error
 	// Refusing reports whether the engine refuses new keys (maxmemory
 	// with noeviction, SetNoCreate): a command that may grow memory is
 	// then refused whole, before it changes anything, as Redis refuses
@@ -184,6 +190,48 @@ func (s *shard) Changed([]byte) { s.dirty++ }
 // Refusing implements Keyspace.
 func (s *shard) Refusing() bool { return s.noCreate }
 
+// Record implements Keyspace.
+func (s *shard) Record(key []byte) (Record, bool) {
+	i, ok := s.lookup(key, hashKey(key))
+	if !ok {
+		return Record{}, false
+	}
+	sl := &s.tab.slots[i]
+	return s.record(key, sl.kind(), sl.val), true
+}
+
+// Put implements Keyspace.
+func (s *shard) Put(rec Record) error {
+	if why := checkRecord(&rec); why != "" {
+		return fmt.Errorf("%w: %s", ErrBadRecord, why)
+	}
+	s.put(&rec)
+	return nil
+}
+
+// Simulate applies r (a limiter request, not a group) to key's state rec
+// (nil: the key is missing) at now, on a private shard, and returns its
+// result and the key's state after it (nil: missing). The engine's state
+// is untouched: a program that runs limiter commands on a copy of its
+// keys (a script on a kv.Overlay) uses it.
+func Simulate(key []byte, rec *Record, r *Request, now int64) (Result, *Record, error) {
+	s := &shard{tab: newTable(minSlots, 0)}
+	defer s.tab.release()
+	s.advance(now)
+	if rec != nil {
+		if err := s.Put(*rec); err != nil {
+			return Result{}, nil, err
+		}
+	}
+	var out Result
+	s.apply(r, &out)
+	after, ok := s.Record(key)
+	if !ok {
+		return out, nil, nil
+	}
+	return out, &after, nil
+}
+
 // Digest implements Keyspace.
 func (s *shard) Digest(key []byte) uint64 {
 	i, ok := s.lookup(key, hashKey(key))
@@ -236,12 +284,14 @@ func (v *crossView) Get(key []byte) (*values.Entry, error) { return v.at(key).Ge
 func (v *crossView) Create(key []byte, t values.Type) (*values.Entry, error) {
 	return v.at(key).Create(key, t)
 }
-func (v *crossView) Delete(key []byte) bool   { return v.at(key).Delete(key) }
-func (v *crossView) Kind(key []byte) Kind     { return v.at(key).Kind(key) }
-func (v *crossView) TTL(key []byte) int64     { return v.at(key).TTL(key) }
-func (v *crossView) Changed(key []byte)       { v.at(key).Changed(key) }
-func (v *crossView) Digest(key []byte) uint64 { return v.at(key).Digest(key) }
-func (v *crossView) Refusing() bool           { return v.first.noCreate }
+func (v *crossView) Delete(key []byte) bool           { return v.at(key).Delete(key) }
+func (v *crossView) Kind(key []byte) Kind             { return v.at(key).Kind(key) }
+func (v *crossView) TTL(key []byte) int64             { return v.at(key).TTL(key) }
+func (v *crossView) Changed(key []byte)               { v.at(key).Changed(key) }
+func (v *crossView) Digest(key []byte) uint64         { return v.at(key).Digest(key) }
+func (v *crossView) Record(key []byte) (Record, bool) { return v.at(key).Record(key) }
+func (v *crossView) Put(rec Record) error             { return v.at([]byte(rec.Key)).Put(rec) }
+func (v *crossView) Refusing() bool                   { return v.first.noCreate }
 
 // cmdShards appends the shards of every key of r's command.
 func cmdShards(dst []int32, r *Request, n int) []int32 {

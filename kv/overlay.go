@@ -23,8 +23,9 @@ import (
 type KeyState struct {
 	Kind   engine.Kind
 	Digest uint64
-	TTL    int64         // ns until it expires or empties; -1 never; -2 missing
-	Entry  *values.Entry // a data key's value (a private copy); nil otherwise
+	TTL    int64          // ns until it expires or empties; -1 never; -2 missing
+	Entry  *values.Entry  // a data key's value (a private copy); nil otherwise
+	Limit  *engine.Record // a limiter key's state; nil otherwise
 }
 
 // Fetch reads the states of keys from the engine.
@@ -42,9 +43,10 @@ type Overlay struct {
 }
 
 type overlayKey struct {
-	base    KeyState      // as read
-	entry   *values.Entry // the current data value; nil when missing or a limiter key
-	kind    engine.Kind   // the current kind
+	base    KeyState       // as read
+	entry   *values.Entry  // the current data value; nil when missing or a limiter key
+	limit   *engine.Record // the current limiter state; nil when missing or a data key
+	kind    engine.Kind    // the current kind
 	written bool
 }
 
@@ -82,7 +84,10 @@ func (o *Overlay) Load(keys [][]byte) {
 			continue // named twice
 		}
 		st := states[i]
-		o.keys[string(k)] = &overlayKey{base: st, entry: st.Entry, kind: st.Kind}
+		if st.Limit != nil {
+			st.Limit.Key = string(k)
+		}
+		o.keys[string(k)] = &overlayKey{base: st, entry: st.Entry, limit: st.Limit, kind: st.Kind}
 		o.order = append(o.order, string(k))
 	}
 }
@@ -139,7 +144,7 @@ func (o *Overlay) Create(key []byte, t values.Type) (*values.Entry, error) {
 	default:
 		t = values.TypeString
 	}
-	k.entry, k.kind = e, dataKindOf(t)
+	k.entry, k.limit, k.kind = e, nil, dataKindOf(t)
 	o.wrote(k)
 	return e, nil
 }
@@ -150,7 +155,7 @@ func (o *Overlay) Delete(key []byte) bool {
 	if k.kind == engine.KindNone {
 		return false
 	}
-	k.entry, k.kind = nil, engine.KindNone
+	k.entry, k.limit, k.kind = nil, nil, engine.KindNone
 	o.wrote(k)
 	return true
 }
@@ -170,8 +175,15 @@ func (o *Overlay) TTL(key []byte) int64 {
 	switch {
 	case k.kind == engine.KindNone:
 		return -2
+	case k.entry == nil && k.limit != nil:
+		// A limiter key: until its state is empty, as the engine says.
+		res, _, err := engine.Simulate(key, k.limit, &engine.Request{Op: engine.OpTTL, Key: key}, o.now)
+		if err != nil {
+			return k.base.TTL
+		}
+		return res.Value
 	case k.entry == nil:
-		return k.base.TTL // a limiter key: the engine's answer, as read
+		return k.base.TTL
 	case k.entry.Expire == 0:
 		return -1
 	}
@@ -183,6 +195,37 @@ func (o *Overlay) Changed(key []byte) { o.wrote(o.key(key)) }
 
 // Digest implements engine.Keyspace: the key's digest as read.
 func (o *Overlay) Digest(key []byte) uint64 { return o.key(key).base.Digest }
+
+// Record implements engine.Keyspace: a limiter key's state (a data key
+// has none here: its value is the entry).
+func (o *Overlay) Record(key []byte) (engine.Record, bool) {
+	k := o.key(key)
+	if k.limit == nil {
+		return engine.Record{}, false
+	}
+	return *k.limit, true
+}
+
+// Put implements engine.Keyspace for limiter records (SetLimiter).
+func (o *Overlay) Put(rec engine.Record) error {
+	o.SetLimiter([]byte(rec.Key), &rec)
+	return nil
+}
+
+// SetLimiter replaces key's state by a limiter record (nil: the key is
+// gone), as a limiter command run on a copy of it left it
+// (engine.Simulate).
+func (o *Overlay) SetLimiter(key []byte, rec *engine.Record) {
+	k := o.key(key)
+	if rec != nil {
+		rec.Key = string(key)
+	}
+	k.entry, k.limit, k.kind = nil, rec, engine.KindNone
+	if rec != nil {
+		k.kind = rec.Kind
+	}
+	o.wrote(k)
+}
 
 // Refusing implements engine.Keyspace: the effects' restores are refused
 // when they are applied, if the engine refuses new keys then.
@@ -201,7 +244,7 @@ func (o *Overlay) Effects(resp3 bool) *Txn {
 		k := o.keys[name]
 		watches = append(watches, Watch{Key: []byte(name), Digest: k.base.Digest})
 		if k.written {
-			cmds = append(cmds, restoreCmd([]byte(name), k.entry))
+			cmds = append(cmds, restoreCmd([]byte(name), k.entry, k.limit))
 		}
 	}
 	return NewTxn(cmds, watches, resp3)
@@ -232,14 +275,22 @@ var dumpSpec = &Spec{Name: "kv.dump", Arity: -2, FirstKey: 1, LastKey: -1, KeySt
 // them (kv.Decode), clients cannot send them (Lookup does not find them).
 var internal = map[string]*Spec{restoreSpec.Name: restoreSpec, dumpSpec.Name: dumpSpec}
 
-func restoreCmd(key []byte, e *values.Entry) *Cmd {
+// restoreCmd is the restore of key to a data value e, a limiter state
+// lim ("kv.restore key L<kind> fields..."), or nothing ("-").
+func restoreCmd(key []byte, e *values.Entry, lim *engine.Record) *Cmd {
 	args := [][]byte{[]byte(restoreSpec.Name), key}
-	if e == nil {
-		args = append(args, []byte("-"))
-	} else {
+	switch {
+	case e != nil:
 		for _, f := range values.AppendFields(nil, e) {
 			args = append(args, strconv.AppendInt(nil, f, 10))
 		}
+	case lim != nil:
+		args = append(args, strconv.AppendInt([]byte("L"), int64(lim.Kind), 10))
+		for _, f := range lim.Fields {
+			args = append(args, strconv.AppendInt(nil, f, 10))
+		}
+	default:
+		args = append(args, []byte("-"))
 	}
 	return New(restoreSpec, args, false)
 }
@@ -248,6 +299,28 @@ func runRestore(c *Cmd, ks engine.Keyspace, w *Writer) {
 	key := c.Args[1]
 	if len(c.Args) == 3 && string(c.Args[2]) == "-" {
 		ks.Delete(key)
+		w.OK()
+		return
+	}
+	if a := c.Args[2]; len(a) > 1 && a[0] == 'L' {
+		kind, err := strconv.Atoi(string(a[1:]))
+		fields := make([]int64, len(c.Args)-3)
+		for i, f := range c.Args[3:] {
+			n, ferr := strconv.ParseInt(string(f), 10, 64)
+			if ferr != nil {
+				err = ferr
+			}
+			fields[i] = n
+		}
+		if err != nil || kind <= 0 || kind >= engine.NumKinds {
+			w.Error(ErrSyntax)
+			return
+		}
+		ks.Delete(key)
+		if perr := ks.Put(engine.Record{Key: string(key), Kind: engine.Kind(kind), Fields: fields}); perr != nil {
+			w.Error(ErrSyntax)
+			return
+		}
 		w.OK()
 		return
 	}
@@ -290,6 +363,8 @@ func runDump(c *Cmd, ks engine.Keyspace, w *Writer) {
 			if e, err := ks.Get(k); err == nil && e != nil {
 				fields = values.AppendFields(nil, e)
 			}
+		} else if rec, ok := ks.Record(k); ok {
+			fields = rec.Fields
 		}
 		w.Array(3 + len(fields))
 		w.Int(int64(kind))
@@ -326,11 +401,16 @@ func ParseDump(reply string, n int) ([]KeyState, bool) {
 			for j := range fields {
 				fields[j] = p.int()
 			}
-			e, err := values.FromFields(fields)
-			if err != nil {
-				return nil, false
+			switch out[i].Kind {
+			case engine.KindString, engine.KindHash, engine.KindZSet:
+				e, err := values.FromFields(fields)
+				if err != nil {
+					return nil, false
+				}
+				out[i].Entry = &e
+			default:
+				out[i].Limit = &engine.Record{Kind: out[i].Kind, Fields: fields}
 			}
-			out[i].Entry = &e
 		}
 	}
 	return out, !p.bad && p.s == ""

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"strings"
@@ -8,7 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/kv"
+	"github.com/rlserver/rlserver/resp"
 	"github.com/rlserver/rlserver/script"
 	"github.com/rlserver/rlserver/slots"
 )
@@ -224,10 +227,16 @@ type scriptCaller struct {
 func (sc *scriptCaller) Call(args [][]byte, resp3 bool) []byte {
 	spec, ok := kv.Lookup(args[0])
 	if !ok {
-		if lookup(appendLower(nil, args[0])) != nil {
-			return errReply(script.ErrNotAllowed)
+		cmd := lookup(appendLower(nil, args[0]))
+		switch {
+		case cmd == nil:
+			return errReply(script.ErrUnknownCommand)
+		case cmd.batch == nil || cmd.render == nil:
+			return errReply(script.ErrNotAllowed) // server and admin commands, RL.CHECK's policies
+		case !cmd.arityOK(len(args)):
+			return errReply(script.ErrWrongArgs)
 		}
-		return errReply(script.ErrUnknownCommand)
+		return sc.limiter(cmd, args, resp3)
 	}
 	if !spec.ArityOK(len(args)) {
 		return errReply(script.ErrWrongArgs)
@@ -247,6 +256,59 @@ func (sc *scriptCaller) Call(args [][]byte, resp3 bool) []byte {
 	}
 	sc.buf = kv.New(spec, args, resp3).Exec(sc.ov, sc.buf[:0])
 	return sc.buf
+}
+
+// limiter runs a limiter command (RL.ALLOW, CL.THROTTLE, GCRA, RL.FIXED...)
+// on the overlay: each of its requests is applied to a copy of its key's
+// state (engine.Simulate), and the reply is rendered as the command's own.
+func (sc *scriptCaller) limiter(cmd *command, args [][]byte, resp3 bool) []byte {
+	var memo argMemo
+	reqs, errText := cmd.batch(&memo, nil, args)
+	if errText != "" {
+		return errReply(errText)
+	}
+	res := make([]engine.Result, len(reqs))
+	for i := range reqs {
+		r := &reqs[i]
+		if sc.slot >= 0 && slots.Of(r.Key) != sc.slot {
+			return errReply("ERR Script attempted to access keys that do not hash to the same slot")
+		}
+		var before *engine.Record
+		if rec, ok := sc.ov.Record(r.Key); ok {
+			before = &rec
+		} else if sc.ov.Kind(r.Key) != engine.KindNone {
+			res[i] = engine.Result{Err: engine.ErrWrongType} // a data key
+			continue
+		}
+		if !r.ReadOnly && sc.ro && (cmd.write || r.Op == engine.OpDel) {
+			return errReply(script.ErrReadOnly)
+		}
+		out, after, err := engine.Simulate(r.Key, before, r, sc.ov.Now())
+		if err != nil {
+			return errReply(engineErrorText(err))
+		}
+		res[i] = out
+		if !sameRecord(before, after) {
+			sc.run.MarkWritten()
+			sc.ov.SetLimiter(r.Key, after)
+		}
+	}
+	if err := firstErr(res); err != nil {
+		return errReply(engineErrorText(err))
+	}
+	var buf bytes.Buffer
+	w := resp.NewWriter(&buf)
+	w.SetRESP3(resp3)
+	cmd.render(&replier{conn: &conn{w: w}}, res)
+	w.Flush()
+	return buf.Bytes()
+}
+
+func sameRecord(a, b *engine.Record) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Kind == b.Kind && slices.Equal(a.Fields, b.Fields)
 }
 
 func errReply(text string) []byte { return []byte("-" + text + "\r\n") }
