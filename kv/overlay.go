@@ -40,6 +40,7 @@ type Overlay struct {
 	order   []string // keys in the order first touched
 	err     error    // the first fetch error
 	written int
+	fetches int
 }
 
 type overlayKey struct {
@@ -62,6 +63,12 @@ func (o *Overlay) Err() error { return o.err }
 // Wrote reports whether the program wrote a key.
 func (o *Overlay) Wrote() bool { return o.written > 0 }
 
+// Consistent reports whether every key the program read came from one
+// fetch, hence one instant: a program that wrote nothing then needs no
+// effects to be serializable. Otherwise its Effects (watches alone) check
+// that nothing changed between its reads.
+func (o *Overlay) Consistent() bool { return o.fetches <= 1 }
+
 // Load reads keys not read yet in one fetch (a program declares its keys:
 // loading them at once costs one round trip).
 func (o *Overlay) Load(keys [][]byte) {
@@ -74,6 +81,7 @@ func (o *Overlay) Load(keys [][]byte) {
 	if len(want) == 0 || o.err != nil {
 		return
 	}
+	o.fetches++
 	states, err := o.fetch(want)
 	if err != nil {
 		o.err = err

@@ -165,7 +165,7 @@ func (s *Server) eval(c *client, args [][]byte, bySHA, ro bool) {
 			c.rep.error(engineErrorText(ferr))
 			return
 		}
-		if ov.Wrote() {
+		if ov.Wrote() || !ov.Consistent() {
 			fx := ov.Effects(false)
 			out, text := s.runCommand(fx.Request())
 			if text != "" {
