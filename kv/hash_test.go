@@ -152,9 +152,7 @@ func TestHashLimiterWrongType(t *testing.T) {
 		for _, line := range []string{"HGET lim a", "HMGET lim a", "HSET lim a 1", "HMSET lim a 1", "HSETNX lim a 1",
 			"HDEL lim a", "HGETALL lim", "HKEYS lim", "HVALS lim", "HEXISTS lim a", "HLEN lim", "HSTRLEN lim a",
 			"HINCRBY lim a 1", "HINCRBYFLOAT lim a 1"} {
-			if got := h.do(resp3, line); got != hzWrong {
-				t.Errorf("%s: %q", line, got)
-			}
+			h.wantWrongType(resp3, line)
 		}
 	}
 }
