@@ -121,24 +121,11 @@ func hset(c *Cmd, ks engine.Keyspace, w *Writer, hmset bool) {
 		w.Error(msg)
 		return
 	}
-	pairs := c.Args[2:]
-	if msg := hashRoom(h, pairs); msg != "" {
+	added, msg := hashSet(ks, key, h, c.Args[2:])
+	if msg != "" {
 		w.Error(msg)
 		return
 	}
-	if h == nil {
-		if h, msg = createHash(ks, key); msg != "" {
-			w.Error(msg)
-			return
-		}
-	}
-	added := 0
-	for i := 0; i < len(pairs); i += 2 {
-		if isNew, _ := h.Set(pairs[i], pairs[i+1]); isNew {
-			added++
-		}
-	}
-	ks.Changed(key)
 	if hmset {
 		w.OK()
 		return
@@ -190,18 +177,10 @@ func hsetnx(c *Cmd, ks engine.Keyspace, w *Writer) {
 		w.Int(0)
 		return
 	}
-	if msg := hashRoom(h, c.Args[2:4]); msg != "" {
+	if _, msg := hashSet(ks, key, h, c.Args[2:4]); msg != "" {
 		w.Error(msg)
 		return
 	}
-	if h == nil {
-		if h, msg = createHash(ks, key); msg != "" {
-			w.Error(msg)
-			return
-		}
-	}
-	h.Set(c.Args[2], c.Args[3])
-	ks.Changed(key)
 	w.Int(1)
 }
 
@@ -279,21 +258,27 @@ func hstrlen(c *Cmd, ks engine.Keyspace, w *Writer) {
 	}
 }
 
-// hashIncr stores the text v under field in key's hash h (nil: create
-// the key), checking the bounds first; it returns the error text or "".
-func hashIncr(ks engine.Keyspace, key []byte, h *values.Hash, field, v []byte) string {
-	if msg := hashRoom(h, [][]byte{field, v}); msg != "" {
-		return msg
+// hashSet sets the pairs (field, value, ...) in key's hash h (nil:
+// create the key), checking the bounds first; it returns the number of
+// new fields, or the error text.
+func hashSet(ks engine.Keyspace, key []byte, h *values.Hash, pairs [][]byte) (int, string) {
+	if msg := hashRoom(h, pairs); msg != "" {
+		return 0, msg
 	}
 	if h == nil {
 		var msg string
 		if h, msg = createHash(ks, key); msg != "" {
-			return msg
+			return 0, msg
 		}
 	}
-	h.Set(field, v)
+	added := 0
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if isNew, _ := h.Set(pairs[i], pairs[i+1]); isNew {
+			added++
+		}
+	}
 	ks.Changed(key)
-	return ""
+	return added, ""
 }
 
 func hincrby(c *Cmd, ks engine.Keyspace, w *Writer) {
@@ -322,7 +307,7 @@ func hincrby(c *Cmd, ks engine.Keyspace, w *Writer) {
 	}
 	n := cur + incr
 	var buf [20]byte
-	if msg := hashIncr(ks, key, h, field, strconv.AppendInt(buf[:0], n, 10)); msg != "" {
+	if _, msg := hashSet(ks, key, h, [][]byte{field, strconv.AppendInt(buf[:0], n, 10)}); msg != "" {
 		w.Error(msg)
 		return
 	}
@@ -357,7 +342,7 @@ func hincrbyfloat(c *Cmd, ks engine.Keyspace, w *Writer) {
 		w.Error(ErrNaN)
 		return
 	}
-	if msg := hashIncr(ks, key, h, field, text); msg != "" {
+	if _, msg := hashSet(ks, key, h, [][]byte{field, text}); msg != "" {
 		w.Error(msg)
 		return
 	}

@@ -138,9 +138,7 @@ func TestHashCommands(t *testing.T) {
 			{"HSET s a", wrongArgs("hset"), ""},
 		},
 	}
-	for name, steps := range tables {
-		hzRun(t, name, steps)
-	}
+	hzRunTables(t, tables)
 }
 
 // TestHashLimiterWrongType: every hash command on a limiter key is

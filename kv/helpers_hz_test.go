@@ -125,6 +125,14 @@ type hzStep struct {
 	want3 string // RESP3 reply; "" when the same as want
 }
 
+// hzRunTables runs every table of steps (hzRun), named by its key.
+func hzRunTables(t *testing.T, tables map[string][]hzStep) {
+	t.Helper()
+	for name, steps := range tables {
+		hzRun(t, name, steps)
+	}
+}
+
 // hzRun runs steps on a fresh engine and compares every reply.
 func hzRun(t *testing.T, name string, steps []hzStep) {
 	t.Helper()

@@ -349,9 +349,7 @@ func TestZSetCommands(t *testing.T) {
 			{"ZRANK h a", hzWrong, ""}, {"ZREVRANK s a", hzWrong, ""},
 		},
 	}
-	for name, steps := range tables {
-		hzRun(t, name, steps)
-	}
+	hzRunTables(t, tables)
 }
 
 // TestZSetLimiterWrongType: every sorted-set command on a limiter key is
