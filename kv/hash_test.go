@@ -138,9 +138,7 @@ func TestHashCommands(t *testing.T) {
 			{"HSET s a", wrongArgs("hset"), ""},
 		},
 	}
-	for name, steps := range tables {
-		hzRun(t, name, steps)
-	}
+	hzRunTables(t, tables)
 }
 
 // TestHashLimiterWrongType: every hash command on a limiter key is
@@ -152,9 +150,7 @@ func TestHashLimiterWrongType(t *testing.T) {
 		for _, line := range []string{"HGET lim a", "HMGET lim a", "HSET lim a 1", "HMSET lim a 1", "HSETNX lim a 1",
 			"HDEL lim a", "HGETALL lim", "HKEYS lim", "HVALS lim", "HEXISTS lim a", "HLEN lim", "HSTRLEN lim a",
 			"HINCRBY lim a 1", "HINCRBYFLOAT lim a 1"} {
-			if got := h.do(resp3, line); got != hzWrong {
-				t.Errorf("%s: %q", line, got)
-			}
+			h.wantWrongType(resp3, line)
 		}
 	}
 }

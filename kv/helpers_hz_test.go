@@ -1,14 +1,6 @@
 package kv_test
 
 import (
-	"bufio"
-	"context"
-	"errors"
-	"fmt"
-	"io"
-	"net"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,7 +13,8 @@ import (
 )
 
 // Shared helpers of the hash and sorted-set tests: a real engine that
-// runs kv commands, and a real redis-server to compare with.
+// runs kv commands (the redis-server to compare with is in
+// redis_test_helpers_test.go).
 
 const hzNow = int64(1_700_000_000) * int64(time.Second)
 
@@ -74,14 +67,7 @@ func (h *hzEnv) doArgs(resp3 bool, args [][]byte) string {
 	default:
 		h.t.Fatalf("unknown command %q", args[0])
 	}
-	res := make([]engine.Result, 1)
-	if err := h.e.Do(context.Background(), h.now, []engine.Request{req}, res); err != nil {
-		h.t.Fatalf("%q: %v", args, err)
-	}
-	if res[0].Err != nil {
-		h.t.Fatalf("%q: result error %v", args, res[0].Err)
-	}
-	return res[0].Reply
+	return engineDo(h.t, h.e, h.now, req, args)
 }
 
 // limiter makes key a limiter key (a fixed window).
@@ -91,9 +77,14 @@ func (h *hzEnv) limiter(key string) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	res := make([]engine.Result, 1)
-	if err := h.e.Do(context.Background(), h.now, []engine.Request{r}, res); err != nil || res[0].Err != nil {
-		h.t.Fatalf("limiter %s: %v %v", key, err, res[0].Err)
+	engineDo(h.t, h.e, h.now, r, "limiter "+key)
+}
+
+// wantWrongType runs line and wants WRONGTYPE.
+func (h *hzEnv) wantWrongType(resp3 bool, line string) {
+	h.t.Helper()
+	if got := h.do(resp3, line); got != hzWrong {
+		h.t.Errorf("%s: %q", line, got)
 	}
 }
 
@@ -134,6 +125,14 @@ type hzStep struct {
 	want3 string // RESP3 reply; "" when the same as want
 }
 
+// hzRunTables runs every table of steps (hzRun), named by its key.
+func hzRunTables(t *testing.T, tables map[string][]hzStep) {
+	t.Helper()
+	for name, steps := range tables {
+		hzRun(t, name, steps)
+	}
+}
+
 // hzRun runs steps on a fresh engine and compares every reply.
 func hzRun(t *testing.T, name string, steps []hzStep) {
 	t.Helper()
@@ -149,160 +148,6 @@ func hzRun(t *testing.T, name string, steps []hzStep) {
 			}
 		}
 	}
-}
-
-// hzRedis is a redis-server started by a test, in a temporary directory.
-type hzRedis struct {
-	addr string
-	cmd  *exec.Cmd
-}
-
-// startHZRedis starts redis-server on a free port. Without redis-server
-// on PATH the test is skipped, unless CI is set: then it fails.
-func startHZRedis(t *testing.T) *hzRedis {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("redis-server not found and CI is set: %v", err)
-		}
-		t.Skip("redis-server not on PATH")
-	}
-	dir := t.TempDir()
-	for attempt := 0; attempt < 5; attempt++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no")
-		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		r := &hzRedis{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd}
-		deadline := time.Now().Add(5 * time.Second)
-		for time.Now().Before(deadline) {
-			select {
-			case <-done:
-				deadline = time.Time{} // exited: the port was taken; try another
-				continue
-			default:
-			}
-			if c, err := r.dial(false); err == nil {
-				if reply, err := c.do([][]byte{[]byte("PING")}); err == nil && reply == "+PONG\r\n" {
-					c.close()
-					t.Cleanup(func() {
-						cmd.Process.Kill()
-						<-done
-					})
-					return r
-				}
-				c.close()
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		cmd.Process.Kill()
-		<-done
-	}
-	t.Fatal("redis-server did not start")
-	return nil
-}
-
-// hzConn is a raw RESP connection.
-type hzConn struct {
-	nc net.Conn
-	r  *bufio.Reader
-}
-
-func (r *hzRedis) dial(resp3 bool) (*hzConn, error) {
-	nc, err := net.DialTimeout("tcp", r.addr, time.Second)
-	if err != nil {
-		return nil, err
-	}
-	c := &hzConn{nc: nc, r: bufio.NewReader(nc)}
-	if resp3 {
-		if _, err := c.do([][]byte{[]byte("HELLO"), []byte("3")}); err != nil {
-			nc.Close()
-			return nil, err
-		}
-	}
-	return c, nil
-}
-
-func (c *hzConn) close() { c.nc.Close() }
-
-// do sends args as a RESP array and reads exactly one reply, raw.
-func (c *hzConn) do(args [][]byte) (string, error) {
-	var b []byte
-	b = fmt.Appendf(b, "*%d\r\n", len(args))
-	for _, a := range args {
-		b = fmt.Appendf(b, "$%d\r\n", len(a))
-		b = append(b, a...)
-		b = append(b, '\r', '\n')
-	}
-	c.nc.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.nc.Write(b); err != nil {
-		return "", err
-	}
-	var out strings.Builder
-	if err := hzReadReply(c.r, &out); err != nil {
-		return "", err
-	}
-	return out.String(), nil
-}
-
-// hzReadReply copies one RESP2 or RESP3 reply from r to out.
-func hzReadReply(r *bufio.Reader, out *strings.Builder) error {
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if len(line) < 3 || !strings.HasSuffix(line, "\r\n") {
-		return fmt.Errorf("bad reply line %q", line)
-	}
-	out.WriteString(line)
-	body := line[1 : len(line)-2]
-	switch line[0] {
-	case '+', '-', ':', '_', ',', '#', '(':
-		return nil
-	case '$', '=', '!':
-		n, err := strconv.Atoi(body)
-		if err != nil {
-			return err
-		}
-		if n < 0 {
-			return nil
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return err
-		}
-		out.Write(buf)
-		return nil
-	case '*', '~', '>', '%', '|':
-		n, err := strconv.Atoi(body)
-		if err != nil {
-			return err
-		}
-		if line[0] == '%' || line[0] == '|' {
-			n *= 2
-		}
-		for range n {
-			if err := hzReadReply(r, out); err != nil {
-				return err
-			}
-		}
-		if line[0] == '|' { // an attribute precedes the reply itself
-			return hzReadReply(r, out)
-		}
-		return nil
-	}
-	return errors.New("unknown reply type " + line[:1])
 }
 
 // Reply builders for the tables.

@@ -1,14 +1,7 @@
 package kv_test
 
 import (
-	"bufio"
-	"context"
 	"fmt"
-	"io"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,15 +51,7 @@ func (s *strEnv) do(now int64, args ...string) string {
 	if !spec.ArityOK(len(b)) {
 		return strArity(args[0])
 	}
-	cmd := kv.New(spec, b, s.resp3)
-	res := make([]engine.Result, 1)
-	if err := s.e.Do(context.Background(), now, []engine.Request{cmd.Request()}, res); err != nil {
-		s.t.Fatalf("%q: %v", args, err)
-	}
-	if res[0].Err != nil {
-		s.t.Fatalf("%q: %v", args, res[0].Err)
-	}
-	return res[0].Reply
+	return engineDo(s.t, s.e, now, kv.New(spec, b, s.resp3).Request(), args)
 }
 
 // limiter gives key token-bucket state at now (engine.TokenBucket).
@@ -76,10 +61,7 @@ func (s *strEnv) limiter(now int64, key string) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	res := make([]engine.Result, 1)
-	if err := s.e.Do(context.Background(), now, []engine.Request{r}, res); err != nil || res[0].Err != nil {
-		s.t.Fatalf("limiter %s: %v %v", key, err, res[0].Err)
-	}
+	engineDo(s.t, s.e, now, r, "limiter "+key)
 }
 
 // strStep is one command of a scenario: at strT0+at, args (split on
@@ -186,118 +168,40 @@ func (c *strMakeCmd) Exec(ks engine.Keyspace, dst []byte) []byte {
 // make gives key a hash (or a sorted set) at now.
 func (s *strEnv) make(now int64, key string, zset bool) {
 	s.t.Helper()
-	res := make([]engine.Result, 1)
 	r := engine.CommandRequest(&strMakeCmd{key: []byte(key), zset: zset}, false)
-	if err := s.e.Do(context.Background(), now, []engine.Request{r}, res); err != nil || res[0].Reply != ":1\r\n" {
-		s.t.Fatalf("make %s: %v %q", key, err, res[0].Reply)
+	if got := engineDo(s.t, s.e, now, r, "make "+key); got != ":1\r\n" {
+		s.t.Fatalf("make %s: %q", key, got)
 	}
 }
 
-// strRedis is a real redis-server the test started, spoken to in raw
-// RESP over TCP.
+// strRedis is a connection to a real redis-server the test started
+// (startRedis) on which a failed exchange fails the test.
 type strRedis struct {
-	t    *testing.T
-	conn net.Conn
-	r    *bufio.Reader
+	t *testing.T
+	c *redisConn
 }
 
-// startStrRedis starts redis-server on a free port in a temporary
-// directory. Without redis-server on PATH the test is skipped, unless CI
-// is set: there it fails.
+// startStrRedis starts redis-server (startRedis) and connects to it.
 func startStrRedis(t *testing.T) *strRedis {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("redis-server is not on PATH (CI is set, so the comparison with Redis must run): %v", err)
-		}
-		t.Skip("redis-server is not on PATH")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	c, err := startRedis(t).dial(false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	dir := t.TempDir()
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
-		"--appendonly", "no", "--dir", dir, "--daemonize", "no", "--logfile", filepath.Join(dir, "redis.log"))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			r := &strRedis{t: t, conn: c, r: bufio.NewReader(c)}
-			t.Cleanup(func() { c.Close() })
-			if got := r.do("PING"); got == "+PONG\r\n" {
-				return r
-			}
-			c.Close()
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-			t.Fatalf("redis-server did not answer on %s: %v\n%s", addr, err, log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	t.Cleanup(c.close)
+	return &strRedis{t: t, c: c}
 }
 
 // do sends args as a RESP array and returns the raw bytes of one reply.
 func (r *strRedis) do(args ...string) string {
 	r.t.Helper()
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	b := make([][]byte, len(args))
+	for i, a := range args {
+		b[i] = []byte(a)
 	}
-	r.conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(r.conn, b.String()); err != nil {
-		r.t.Fatal(err)
-	}
-	var out []byte
-	if err := readStrReply(r.r, &out); err != nil {
+	reply, err := r.c.do(b)
+	if err != nil {
 		r.t.Fatalf("reading the reply to %q: %v", args, err)
 	}
-	return string(out)
-}
-
-// readStrReply appends one RESP2 or RESP3 reply, raw, to out.
-func readStrReply(r *bufio.Reader, out *[]byte) error {
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return err
-	}
-	*out = append(*out, line...)
-	if len(line) < 3 || !strings.HasSuffix(line, "\r\n") {
-		return fmt.Errorf("bad line %q", line)
-	}
-	n, _ := strconv.Atoi(line[1 : len(line)-2])
-	switch line[0] {
-	case '$', '!', '=':
-		if n < 0 {
-			return nil
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return err
-		}
-		*out = append(*out, buf...)
-	case '*', '~', '>', '%', '|':
-		if line[0] == '%' || line[0] == '|' {
-			n *= 2
-		}
-		for i := 0; i < n; i++ {
-			if err := readStrReply(r, out); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return reply
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/values"
 )
 
 // Spec describes one command.
@@ -167,3 +168,55 @@ func is(b []byte, word string) bool {
 }
 
 var _ = bytes.Equal
+
+// oneKeySpec returns the constructor of the Specs of group's commands
+// (hash, sorted-set) that take one key, the first argument.
+func oneKeySpec(group string) func(name string, arity int, flags, acl []string, since, summary string,
+	run func(c *Cmd, ks engine.Keyspace, w *Writer)) *Spec {
+	return func(name string, arity int, flags, acl []string, since, summary string,
+		run func(c *Cmd, ks engine.Keyspace, w *Writer)) *Spec {
+		return &Spec{Name: name, Arity: arity, FirstKey: 1, LastKey: 1, KeyStep: 1,
+			Flags: flags, ACL: acl, Group: group, Since: since, Summary: summary, run: run}
+	}
+}
+
+// kindObj is the value kind of a hash or sorted set command:
+// *values.Hash or *values.ZSet.
+type kindObj interface {
+	comparable
+	values.Object
+}
+
+// lookupObj returns key's value when it is a T, nil when the key is
+// missing, or the error text (WRONGTYPE) when it holds another kind.
+func lookupObj[T kindObj](ks engine.Keyspace, key []byte) (T, string) {
+	var none T
+	e, err := ks.Get(key)
+	if err != nil {
+		return none, errorText(err)
+	}
+	if e == nil {
+		return none, ""
+	}
+	obj, ok := e.Obj.(T)
+	if !ok {
+		return none, ErrWrongType
+	}
+	return obj, ""
+}
+
+// lookupOrZero is lookupObj for the commands that reply 0 for a missing
+// key: it returns key's T, or false after replying the error or the 0.
+func lookupOrZero[T kindObj](ks engine.Keyspace, w *Writer, key []byte) (T, bool) {
+	obj, msg := lookupObj[T](ks, key)
+	var none T
+	switch {
+	case msg != "":
+		w.Error(msg)
+	case obj == none:
+		w.Int(0)
+	default:
+		return obj, true
+	}
+	return none, false
+}

@@ -2,7 +2,6 @@ package kv
 
 import (
 	"math"
-	"math/big"
 	"strconv"
 	"time"
 
@@ -203,6 +202,20 @@ func getString(ks engine.Keyspace, key []byte) (*values.Entry, string) {
 	return e, ""
 }
 
+// stringOrNil returns key's string entry, or nil after replying the
+// error (another type) or a nil (a missing key): GET and its kin.
+func stringOrNil(ks engine.Keyspace, w *Writer, key []byte) *values.Entry {
+	e, msg := getString(ks, key)
+	switch {
+	case msg != "":
+		w.Error(msg)
+		return nil
+	case e == nil:
+		w.Nil()
+	}
+	return e
+}
+
 // writeString writes a string entry's value as a bulk string.
 func writeString(w *Writer, e *values.Entry) {
 	if e.Obj == nil {
@@ -255,13 +268,7 @@ func store(ks engine.Keyspace, key []byte, e *values.Entry, val []byte, exp int6
 }
 
 func runGet(c *Cmd, ks engine.Keyspace, w *Writer) {
-	e, msg := getString(ks, c.Args[1])
-	switch {
-	case msg != "":
-		w.Error(msg)
-	case e == nil:
-		w.Nil()
-	default:
+	if e := stringOrNil(ks, w, c.Args[1]); e != nil {
 		writeString(w, e)
 	}
 }
@@ -361,13 +368,7 @@ func setGeneric(ks engine.Keyspace, w *Writer, name string, key, val []byte, fla
 }
 
 func runGetDel(c *Cmd, ks engine.Keyspace, w *Writer) {
-	e, msg := getString(ks, c.Args[1])
-	switch {
-	case msg != "":
-		w.Error(msg)
-	case e == nil:
-		w.Nil()
-	default:
+	if e := stringOrNil(ks, w, c.Args[1]); e != nil {
 		writeString(w, e)
 		ks.Delete(c.Args[1])
 	}
@@ -380,17 +381,13 @@ func runGetEx(c *Cmd, ks engine.Keyspace, w *Writer) {
 		w.Error(ErrSyntax)
 		return
 	}
-	e, msg := getString(ks, key)
-	if msg != "" {
-		w.Error(msg)
-		return
-	}
+	e := stringOrNil(ks, w, key)
 	if e == nil {
-		w.Nil()
 		return
 	}
 	var exp int64
 	if expArg != nil {
+		var msg string
 		if exp, msg = expireArg(ks, "getex", expArg, flags); msg != "" {
 			w.Error(msg)
 			return
@@ -458,14 +455,22 @@ func runMSet(c *Cmd, ks engine.Keyspace, w *Writer) {
 			}
 		}
 	}
+	if msetStore(c, ks, w) {
+		w.OK()
+	}
+}
+
+// msetStore sets every key of MSET's (or MSETNX's) pairs to its value,
+// with no expiry; false after replying an error.
+func msetStore(c *Cmd, ks engine.Keyspace, w *Writer) bool {
 	for j := 1; j < len(c.Args); j += 2 {
 		e, _ := ks.Get(c.Args[j])
 		if err := store(ks, c.Args[j], e, c.Args[j+1], 0); err != nil {
 			w.Error(errorText(err))
-			return
+			return false
 		}
 	}
-	w.OK()
+	return true
 }
 
 func runMSetNX(c *Cmd, ks engine.Keyspace, w *Writer) {
@@ -478,14 +483,9 @@ func runMSetNX(c *Cmd, ks engine.Keyspace, w *Writer) {
 			return
 		}
 	}
-	for j := 1; j < len(c.Args); j += 2 {
-		e, _ := ks.Get(c.Args[j])
-		if err := store(ks, c.Args[j], e, c.Args[j+1], 0); err != nil {
-			w.Error(errorText(err))
-			return
-		}
+	if msetStore(c, ks, w) {
+		w.Int(1)
 	}
-	w.Int(1)
 }
 
 // stringInt is the integer a string entry holds, if it holds one.
@@ -604,187 +604,6 @@ func runAppend(c *Cmd, ks engine.Keyspace, w *Writer) {
 	w.Int(int64(n))
 }
 
-// INCRBYFLOAT computes in the x87 80-bit long double of Redis on amd64 (a
-// 64-bit mantissa, rounded to nearest even) and writes its result as
-// "%.17Lf" with the trailing zeros cut, so its replies are Redis's to the
-// last digit: 10.5 + 0.1 is "10.6", where float64 would give
-// 10.59999999999999964.
-
-// longDoublePrec is the mantissa bits of an x87 long double.
-const longDoublePrec = 64
-
-// maxLongDoubleChars is Redis's MAX_LONG_DOUBLE_CHARS: a longer text is
-// not a float.
-const maxLongDoubleChars = 5 * 1024
-
-// parseLongDouble parses b as Redis's string2ld (strtold on the whole
-// text, no leading space, no NaN, no overflow or underflow to zero). inf
-// reports an infinity, which INCRBYFLOAT refuses as a result.
-func parseLongDouble(b []byte) (f *big.Float, inf, ok bool) {
-	if len(b) == 0 || len(b) >= maxLongDoubleChars {
-		return nil, false, false
-	}
-	neg := false
-	s := b
-	if s[0] == '+' || s[0] == '-' {
-		neg = s[0] == '-'
-		s = s[1:]
-	}
-	if is(s, "inf") || is(s, "infinity") {
-		return nil, true, true
-	}
-	hex := len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && (ldHexDigit(s[2]) >= 0 || s[2] == '.' && len(s) > 3 && ldHexDigit(s[3]) >= 0)
-	base, digitOf, expChar := 10, ldDecDigit, byte('e')
-	if hex {
-		s = s[2:]
-		base, digitOf, expChar = 16, ldHexDigit, 'p'
-	}
-	mant := new(big.Int)
-	var digit big.Int
-	nd, frac, i := 0, 0, 0
-	sawPoint := false
-	for ; i < len(s); i++ {
-		if s[i] == '.' && !sawPoint {
-			sawPoint = true
-			continue
-		}
-		d := digitOf(s[i])
-		if d < 0 {
-			break
-		}
-		nd++
-		if sawPoint {
-			frac++
-		}
-		mant.Mul(mant, big.NewInt(int64(base)))
-		mant.Add(mant, digit.SetInt64(int64(d)))
-	}
-	if nd == 0 {
-		return nil, false, false
-	}
-	exp := int64(0)
-	if i < len(s) && (s[i]|0x20) == expChar {
-		j := i + 1
-		eneg := false
-		if j < len(s) && (s[j] == '+' || s[j] == '-') {
-			eneg = s[j] == '-'
-			j++
-		}
-		if j == len(s) {
-			return nil, false, false
-		}
-		for ; j < len(s); j++ {
-			d := ldDecDigit(s[j])
-			if d < 0 {
-				return nil, false, false
-			}
-			if exp < 1<<40 {
-				exp = exp*10 + int64(d)
-			}
-		}
-		if eneg {
-			exp = -exp
-		}
-		i = len(s)
-	}
-	if i != len(s) {
-		return nil, false, false
-	}
-	f = new(big.Float).SetPrec(longDoublePrec).SetMode(big.ToNearestEven)
-	if mant.Sign() == 0 {
-		if neg {
-			f.Neg(f)
-		}
-		return f, false, true
-	}
-	if hex {
-		exp -= 4 * int64(frac)
-		if bits := int64(mant.BitLen()) + exp; bits > 16400 || bits < -16500 {
-			return nil, false, false
-		}
-		f.SetInt(mant)
-		f.SetMantExp(f, int(exp))
-	} else {
-		exp -= int64(frac)
-		// The value is below 10^(len+exp): far outside the long
-		// double's range, it is an overflow or an underflow to zero.
-		if mag := int64(len(mant.String())) + exp; mag > 4940 || mag < -4960 {
-			return nil, false, false
-		}
-		r := new(big.Rat).SetInt(mant)
-		p := new(big.Int).Exp(big.NewInt(10), big.NewInt(ldAbs(exp)), nil)
-		if exp >= 0 {
-			r.Mul(r, new(big.Rat).SetInt(p))
-		} else {
-			r.Quo(r, new(big.Rat).SetInt(p))
-		}
-		f.SetRat(r)
-	}
-	if neg {
-		f.Neg(f)
-	}
-	if !longDoubleRange(f) {
-		return nil, false, false
-	}
-	return f, false, true
-}
-
-// longDoubleRange reports whether f is a long double neither overflowed
-// (beyond 2^16384) nor underflowed to zero (below the smallest subnormal,
-// 2^-16445; subnormals are kept at full precision here).
-func longDoubleRange(f *big.Float) bool {
-	if f.Sign() == 0 {
-		return true
-	}
-	e := f.MantExp(nil)
-	return e <= 16384 && e > -16445
-}
-
-func ldAbs(n int64) int64 {
-	if n < 0 {
-		return -n
-	}
-	return n
-}
-
-func ldDecDigit(c byte) int {
-	if '0' <= c && c <= '9' {
-		return int(c - '0')
-	}
-	return -1
-}
-
-func ldHexDigit(c byte) int {
-	switch {
-	case '0' <= c && c <= '9':
-		return int(c - '0')
-	case 'a' <= c && c <= 'f':
-		return int(c-'a') + 10
-	case 'A' <= c && c <= 'F':
-		return int(c-'A') + 10
-	}
-	return -1
-}
-
-// formatLongDouble writes f as Redis's ld2string in LD_STR_HUMAN mode:
-// "%.17Lf", trailing zeros and point cut, "-0" as "0".
-func formatLongDouble(f *big.Float) []byte {
-	b := f.Append(nil, 'f', 17)
-	if n := len(b); n > 0 {
-		for b[n-1] == '0' {
-			n--
-		}
-		if b[n-1] == '.' {
-			n--
-		}
-		b = b[:n]
-	}
-	if string(b) == "-0" {
-		b = b[1:]
-	}
-	return b
-}
-
 func runIncrByFloat(c *Cmd, ks engine.Keyspace, w *Writer) {
 	key := c.Args[1]
 	e, msg := getString(ks, key)
@@ -792,38 +611,28 @@ func runIncrByFloat(c *Cmd, ks engine.Keyspace, w *Writer) {
 		w.Error(msg)
 		return
 	}
-	cur := new(big.Float).SetPrec(longDoublePrec)
-	curInf := false
+	cur := newLongDouble()
 	if e != nil {
 		if e.Obj == nil {
 			cur.SetInt64(e.Int)
 		} else {
-			f, inf, ok := parseLongDouble(e.Obj.(*values.Str).B)
-			if !ok {
+			var ok bool
+			if cur, ok = parseLongDouble(e.Obj.(*values.Str).B); !ok {
 				w.Error(ErrNotFloat)
 				return
 			}
-			if f != nil {
-				cur = f
-			}
-			curInf = inf
 		}
 	}
-	incr, incrInf, ok := parseLongDouble(c.Args[2])
+	incr, ok := parseLongDouble(c.Args[2])
 	if !ok {
 		w.Error(ErrNotFloat)
 		return
 	}
-	if curInf || incrInf {
+	text, ok := addLongDouble(cur, incr)
+	if !ok {
 		w.Error(ErrNaN)
 		return
 	}
-	sum := new(big.Float).SetPrec(longDoublePrec).SetMode(big.ToNearestEven).Add(cur, incr)
-	if !longDoubleRange(sum) {
-		w.Error(ErrNaN)
-		return
-	}
-	text := formatLongDouble(sum)
 	if err := store(ks, key, e, text, expireOf(e)); err != nil {
 		w.Error(errorText(err))
 		return

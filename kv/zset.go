@@ -16,11 +16,7 @@ import (
 // sorted sets store it.
 
 func init() {
-	zsetSpec := func(name string, arity int, flags, acl []string, since, summary string,
-		run func(c *Cmd, ks engine.Keyspace, w *Writer)) *Spec {
-		return &Spec{Name: name, Arity: arity, FirstKey: 1, LastKey: 1, KeyStep: 1,
-			Flags: flags, ACL: acl, Group: "sorted-set", Since: since, Summary: summary, run: run}
-	}
+	zsetSpec := oneKeySpec("sorted-set")
 	var (
 		roFast = []string{"readonly", "fast"}
 		ro     = []string{"readonly"}
@@ -61,18 +57,7 @@ func init() {
 // lookupZSet returns key's sorted set, nil when the key is missing, or
 // the error text (WRONGTYPE) when it holds another kind.
 func lookupZSet(ks engine.Keyspace, key []byte) (*values.ZSet, string) {
-	e, err := ks.Get(key)
-	if err != nil {
-		return nil, errorText(err)
-	}
-	if e == nil {
-		return nil, ""
-	}
-	z, ok := e.Obj.(*values.ZSet)
-	if !ok {
-		return nil, ErrWrongType
-	}
-	return z, ""
+	return lookupObj[*values.ZSet](ks, key)
 }
 
 // storedScore is the score a sorted set keeps for s: -0 becomes 0.
@@ -251,13 +236,8 @@ func zsetRoom(z *values.ZSet, pairs [][]byte, xx bool) string {
 
 func zrem(c *Cmd, ks engine.Keyspace, w *Writer) {
 	key := c.Args[1]
-	z, msg := lookupZSet(ks, key)
-	if msg != "" {
-		w.Error(msg)
-		return
-	}
-	if z == nil {
-		w.Int(0)
+	z, ok := lookupOrZero[*values.ZSet](ks, w, key)
+	if !ok {
 		return
 	}
 	n := 0
@@ -285,16 +265,9 @@ func zsetWritten(ks engine.Keyspace, key []byte, z *values.ZSet, n int) {
 }
 
 func zcard(c *Cmd, ks engine.Keyspace, w *Writer) {
-	z, msg := lookupZSet(ks, c.Args[1])
-	if msg != "" {
-		w.Error(msg)
-		return
+	if z, ok := lookupOrZero[*values.ZSet](ks, w, c.Args[1]); ok {
+		w.Int(int64(z.Len()))
 	}
-	if z == nil {
-		w.Int(0)
-		return
-	}
-	w.Int(int64(z.Len()))
 }
 
 func zscore(c *Cmd, ks engine.Keyspace, w *Writer) {
@@ -346,6 +319,23 @@ func zrank(c *Cmd, ks engine.Keyspace, w *Writer, rev bool) {
 		}
 	}
 	w.Nil()
+}
+
+// rankRange is the ranks start to end (negative: from the end) of a
+// sorted set of n members, clamped to the set, as ZRANGE and
+// ZREMRANGEBYRANK read them; false when no member is in the range.
+func rankRange(start, end, n int64) (int64, int64, bool) {
+	if start < 0 {
+		start += n
+	}
+	if end < 0 {
+		end += n
+	}
+	start = max(start, 0)
+	if start > end || start >= n {
+		return 0, 0, false
+	}
+	return start, min(end, n-1), true
 }
 
 // scoreRange is a range of scores, as ZRANGEBYSCORE's min and max.
@@ -626,17 +616,9 @@ func zrange(c *Cmd, ks engine.Keyspace, w *Writer, rt zrangeType, dir zrangeDir)
 	var stop func(m []byte) bool
 	switch rt {
 	case zrRank:
-		if start < 0 {
-			start += n
-		}
-		if end < 0 {
-			end += n
-		}
-		start = max(start, 0)
-		if start > end || start >= n {
+		if start, end, ok = rankRange(start, end, n); !ok {
 			break
 		}
-		end = min(end, n-1)
 		count = end - start + 1
 		from = start
 		if rev {
@@ -731,17 +713,10 @@ func zcount(c *Cmd, ks engine.Keyspace, w *Writer) {
 		w.Error(ErrMinMaxFloat)
 		return
 	}
-	z, msg := lookupZSet(ks, c.Args[1])
-	if msg != "" {
-		w.Error(msg)
-		return
+	if z, ok := lookupOrZero[*values.ZSet](ks, w, c.Args[1]); ok {
+		lo, hi := r.bounds(z)
+		w.Int(int64(hi - lo))
 	}
-	if z == nil {
-		w.Int(0)
-		return
-	}
-	lo, hi := r.bounds(z)
-	w.Int(int64(hi - lo))
 }
 
 func zremrangebyscore(c *Cmd, ks engine.Keyspace, w *Writer) {
@@ -751,13 +726,8 @@ func zremrangebyscore(c *Cmd, ks engine.Keyspace, w *Writer) {
 		return
 	}
 	key := c.Args[1]
-	z, msg := lookupZSet(ks, key)
-	if msg != "" {
-		w.Error(msg)
-		return
-	}
-	if z == nil {
-		w.Int(0)
+	z, ok := lookupOrZero[*values.ZSet](ks, w, key)
+	if !ok {
 		return
 	}
 	lo, hi := r.bounds(z)
@@ -774,29 +744,21 @@ func zremrangebyrank(c *Cmd, ks engine.Keyspace, w *Writer) {
 		return
 	}
 	key := c.Args[1]
-	z, msg := lookupZSet(ks, key)
-	if msg != "" {
-		w.Error(msg)
+	z, ok := lookupOrZero[*values.ZSet](ks, w, key)
+	if !ok {
 		return
 	}
-	if z == nil {
+	start, end, ok = rankRange(start, end, int64(z.Len()))
+	if !ok {
 		w.Int(0)
 		return
 	}
-	n := int64(z.Len())
-	if start < 0 {
-		start += n
-	}
-	if end < 0 {
-		end += n
-	}
-	start = max(start, 0)
-	if start > end || start >= n {
-		w.Int(0)
-		return
-	}
-	end = min(end, n-1)
 	removed := z.RemoveRange(int(start), int(end)+1)
 	zsetWritten(ks, key, z, removed)
 	w.Int(int64(removed))
+}
+
+// hzIsSpace is C's isspace.
+func hzIsSpace(c byte) bool {
+	return c == ' ' || (c >= '\t' && c <= '\r')
 }

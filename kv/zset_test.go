@@ -141,7 +141,7 @@ func hzSkipLine(line string) bool {
 // TestHZRedisCompat runs every sequence on a real redis-server and on the
 // engine, in RESP2 and in RESP3, and compares the replies byte for byte.
 func TestHZRedisCompat(t *testing.T) {
-	r := startHZRedis(t)
+	r := startRedis(t)
 	for _, resp3 := range []bool{false, true} {
 		c, err := r.dial(resp3)
 		if err != nil {
@@ -349,9 +349,7 @@ func TestZSetCommands(t *testing.T) {
 			{"ZRANK h a", hzWrong, ""}, {"ZREVRANK s a", hzWrong, ""},
 		},
 	}
-	for name, steps := range tables {
-		hzRun(t, name, steps)
-	}
+	hzRunTables(t, tables)
 }
 
 // TestZSetLimiterWrongType: every sorted-set command on a limiter key is
@@ -364,9 +362,7 @@ func TestZSetLimiterWrongType(t *testing.T) {
 			"ZSCORE lim a", "ZMSCORE lim a", "ZRANGE lim 0 -1", "ZRANGE lim 0 1 BYSCORE", "ZRANGEBYSCORE lim 0 1",
 			"ZREVRANGEBYSCORE lim 1 0", "ZREVRANGE lim 0 -1", "ZREMRANGEBYSCORE lim 0 1", "ZREMRANGEBYRANK lim 0 1",
 			"ZRANK lim a", "ZREVRANK lim a"} {
-			if got := h.do(resp3, line); got != hzWrong {
-				t.Errorf("%s: %q", line, got)
-			}
+			h.wantWrongType(resp3, line)
 		}
 		if got := h.do(resp3, "ZADD lim xx 1 a"); got != hzWrong {
 			t.Errorf("ZADD XX: %q", got)
@@ -456,7 +452,7 @@ func hzRun1(t *testing.T, h *hzEnv, steps []hzStep) {
 // TestHZRedisRandom sends the same random hash and sorted-set commands to
 // a real redis-server and to the engine and compares every reply.
 func TestHZRedisRandom(t *testing.T) {
-	r := startHZRedis(t)
+	r := startRedis(t)
 	rng := rand.New(rand.NewPCG(20, 7))
 	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
 	fields := []string{"a", "b", "c", "d", "e", "f", "ab", "''"}
@@ -562,7 +558,7 @@ var hzCommands = []string{"hget", "hmget", "hset", "hmset", "hsetnx", "hdel", "h
 // TestHZSpecsMatchRedis compares each spec's arity, flags, key positions
 // and ACL categories with what redis-server's COMMAND INFO reports.
 func TestHZSpecsMatchRedis(t *testing.T) {
-	r := startHZRedis(t)
+	r := startRedis(t)
 	c, err := r.dial(false)
 	if err != nil {
 		t.Fatal(err)

@@ -42,8 +42,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/rlserver/rlserver/bench/internal/benchproc"
-	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -54,6 +52,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rlserver/rlserver/bench/internal/benchproc"
+	"github.com/rlserver/rlserver/bench/internal/respio"
 )
 
 type config struct {
@@ -152,7 +153,7 @@ func run(ctx context.Context, cfg config) error {
 	defer os.RemoveAll(tmp)
 
 	machine := describeMachine(cfg)
-	loadStart := loadAvg()
+	loadStart := benchproc.LoadAvg()
 
 	// Phase 1: throughput and latency.
 	rl, redis, sha, err := startBoth(cfg, tmp, "run", string(scriptText))
@@ -224,7 +225,7 @@ func run(ctx context.Context, cfg config) error {
 		redis.Stop()
 	}
 
-	printReport(cfg, machine, loadStart, loadAvg(), cases, results, refs{incr, smis, noop}, mem, sha)
+	printReport(cfg, machine, loadStart, benchproc.LoadAvg(), cases, results, refs{incr, smis, noop}, mem, sha)
 	return nil
 }
 
@@ -308,12 +309,12 @@ func startBoth(cfg config, tmp, phase, script string) (rl, redis *benchproc.Serv
 	if err != nil {
 		return nil, nil, "", err
 	}
-	c, err := dial(redisAddr, 5*time.Second)
+	c, err := respio.Dial(redisAddr)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	reply, err := c.do("SCRIPT", "LOAD", script)
-	c.close()
+	reply, err := c.Do("SCRIPT", "LOAD", script)
+	c.Close()
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("SCRIPT LOAD: %v", err)
 	}
@@ -347,12 +348,12 @@ func sanity(rl, redis *benchproc.Server, sha string) error {
 		{rl, []string{"RL.ALLOW", "bench:sanity", "10", "1", "1"}},
 		{redis, []string{"EVALSHA", sha, "1", "bench:sanity", "10", "1", "1"}},
 	} {
-		c, err := dial(t.srv.Addr, 5*time.Second)
+		c, err := respio.Dial(t.srv.Addr)
 		if err != nil {
 			return err
 		}
-		reply, err := c.do(t.args...)
-		c.close()
+		reply, err := c.Do(t.args...)
+		c.Close()
 		a, ok := reply.([]any)
 		if err != nil || !ok || len(a) != 4 || a[0] != int64(1) || a[1] != int64(9) {
 			return fmt.Errorf("%s: %s answered %v (%v), want [1 9 0 ...]", t.srv.Name, t.args[0], reply, err)
@@ -513,12 +514,12 @@ func measureMemory(ctx context.Context, cfg config, rl, redis *benchproc.Server,
 		srv *benchproc.Server
 		dst *int64
 	}{{rl, &m.rlDBSize}, {redis, &m.redisDBSize}} {
-		c, err := dial(t.srv.Addr, 5*time.Second)
+		c, err := respio.Dial(t.srv.Addr)
 		if err != nil {
 			return nil, err
 		}
-		v, err := c.do("DBSIZE")
-		c.close()
+		v, err := c.Do("DBSIZE")
+		c.Close()
 		if err != nil {
 			return nil, fmt.Errorf("%s DBSIZE: %v", t.srv.Name, err)
 		}
@@ -548,13 +549,13 @@ func fill(ctx context.Context, addr string, keys int, command func(key string) [
 	for ci := range conns {
 		lo, hi := keys*ci/conns, keys*(ci+1)/conns
 		wg.Go(func() {
-			c, err := dial(addr, 5*time.Second)
+			c, err := respio.Dial(addr)
 			if err != nil {
 				errc <- err
 				return
 			}
-			defer c.close()
-			c.c.SetDeadline(time.Now().Add(5 * time.Minute))
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Minute))
 			for i := lo; i < hi; i += batch {
 				if ctx.Err() != nil {
 					errc <- ctx.Err()
@@ -562,15 +563,15 @@ func fill(ctx context.Context, addr string, keys int, command func(key string) [
 				}
 				end := min(i+batch, hi)
 				for k := i; k < end; k++ {
-					c.send(command(fmt.Sprintf("user:%016d", k))...)
+					c.Send(command(fmt.Sprintf("user:%016d", k))...)
 				}
-				if err := c.flush(); err != nil {
+				if err := c.Flush(); err != nil {
 					errc <- err
 					return
 				}
 				for k := i; k < end; k++ {
-					_, err := c.read()
-					var se serverError
+					_, err := c.Read()
+					var se respio.ServerError
 					if errors.As(err, &se) {
 						mu.Lock()
 						if nErr++; firstErr == "" {
@@ -610,13 +611,13 @@ func savePeak(srv *benchproc.Server, keys int) (float64, error) {
 	if err := benchproc.ResetPeakRSS(pid); err != nil {
 		return 0, fmt.Errorf("resetting %s's peak RSS: %v", srv.Name, err)
 	}
-	c, err := dial(srv.Addr, 5*time.Second)
+	c, err := respio.Dial(srv.Addr)
 	if err != nil {
 		return 0, err
 	}
-	defer c.close()
-	c.c.SetDeadline(time.Now().Add(5 * time.Minute))
-	if _, err := c.do("SAVE"); err != nil {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Minute))
+	if _, err := c.Do("SAVE"); err != nil {
 		return 0, fmt.Errorf("%s SAVE: %v", srv.Name, err)
 	}
 	peak, err := benchproc.Status(pid, "VmHWM")
@@ -631,65 +632,29 @@ func redisRSS(addr string) (int64, error) { return infoMemory(addr, "used_memory
 
 // infoMemory reads one field of INFO memory.
 func infoMemory(addr, field string) (int64, error) {
-	c, err := dial(addr, 5*time.Second)
+	m, err := respio.InfoMemory(addr)
 	if err != nil {
 		return 0, err
 	}
-	defer c.close()
-	v, err := c.do("INFO", "memory")
-	if err != nil {
-		return 0, err
+	v, ok := m[field]
+	if !ok {
+		return 0, fmt.Errorf("no %s in INFO memory", field)
 	}
-	s, _ := v.(string)
-	for _, line := range strings.Split(s, "\r\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			return strconv.ParseInt(rest, 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no %s in INFO memory", field)
+	return v, nil
 }
 
 // describeMachine names the machine and the software measured.
 func describeMachine(cfg config) []string {
-	cpu := "unknown CPU"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				cpu = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
 	nproc := strconv.Itoa(runtime.NumCPU())
 	if out, err := exec.Command("nproc").Output(); err == nil {
 		nproc = strings.TrimSpace(string(out))
 	}
-	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	version := func(bin string, args ...string) string {
-		out, err := exec.Command(bin, args...).Output()
-		if err != nil {
-			return "?"
-		}
-		return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
-	}
 	return []string{
 		"date:     " + time.Now().Format("2006-01-02 15:04:05 MST"),
-		fmt.Sprintf("machine:  nproc %s, %s, Linux %s", nproc, cpu, strings.TrimSpace(string(kernel))),
-		"servers:  " + version(cfg.rlserver, "--version") + "; " + version(cfg.redisServer, "--version"),
-		"client:   " + version(cfg.redisBenchmark, "--version") + "; " + runtime.Version(),
+		fmt.Sprintf("machine:  nproc %s, %s, Linux %s", nproc, benchproc.CPUModel(), benchproc.Kernel()),
+		"servers:  " + benchproc.Version(cfg.rlserver, "--version") + "; " + benchproc.Version(cfg.redisServer, "--version"),
+		"client:   " + benchproc.Version(cfg.redisBenchmark, "--version") + "; " + runtime.Version(),
 	}
-}
-
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // printReport prints the table (Markdown, so it pastes into the README)
@@ -697,32 +662,26 @@ func loadAvg() string {
 func printReport(cfg config, machine []string, loadStart, loadEnd string, cases []benchCase, res [][2]result, ref refs, mem *memResult, sha string) {
 	type row struct{ label, rl, redis, ratio string }
 	var rows []row
-	ratio := func(a, b float64) string {
-		if b == 0 {
-			return "-"
-		}
-		return fmt.Sprintf("%.2fx", a/b)
-	}
 	for i, c := range cases {
 		rl, redis := res[i][0], res[i][1]
 		label := fmt.Sprintf("%s, -P %d", c.name, c.pipeline)
 		rows = append(rows,
-			row{label + ": req/s", commas(rl.rps), commas(redis.rps), ratio(rl.rps, redis.rps)},
-			row{label + ": p50 ms", fmt.Sprintf("%.3f", rl.p50), fmt.Sprintf("%.3f", redis.p50), ratio(rl.p50, redis.p50)},
-			row{label + ": p99 ms", fmt.Sprintf("%.3f", rl.p99), fmt.Sprintf("%.3f", redis.p99), ratio(rl.p99, redis.p99)},
-			row{label + ": CPU ns/req, server + client", cpuCell(rl), cpuCell(redis), ratio(rl.srvNs, redis.srvNs)},
+			row{label + ": req/s", benchproc.Commas(rl.rps), benchproc.Commas(redis.rps), benchproc.Ratio(rl.rps, redis.rps)},
+			row{label + ": p50 ms", fmt.Sprintf("%.3f", rl.p50), fmt.Sprintf("%.3f", redis.p50), benchproc.Ratio(rl.p50, redis.p50)},
+			row{label + ": p99 ms", fmt.Sprintf("%.3f", rl.p99), fmt.Sprintf("%.3f", redis.p99), benchproc.Ratio(rl.p99, redis.p99)},
+			row{label + ": CPU ns/req, server + client", cpuCell(rl), cpuCell(redis), benchproc.Ratio(rl.srvNs, redis.srvNs)},
 		)
 	}
 	if mem != nil {
 		rows = append(rows,
-			row{fmt.Sprintf("memory per key, %s keys: RSS bytes", commas(float64(mem.keys))),
-				fmt.Sprintf("%.1f", mem.rlPerKey), fmt.Sprintf("%.1f", mem.redisPerKey), ratio(mem.rlPerKey, mem.redisPerKey)},
-			row{fmt.Sprintf("loading %s keys (8 conns, 256 per round trip): keys/s", commas(float64(mem.keys))),
-				commas(mem.rlFillRate), commas(mem.redisFill), ratio(mem.rlFillRate, mem.redisFill)},
+			row{fmt.Sprintf("memory per key, %s keys: RSS bytes", benchproc.Commas(float64(mem.keys))),
+				fmt.Sprintf("%.1f", mem.rlPerKey), fmt.Sprintf("%.1f", mem.redisPerKey), benchproc.Ratio(mem.rlPerKey, mem.redisPerKey)},
+			row{fmt.Sprintf("loading %s keys (8 conns, 256 per round trip): keys/s", benchproc.Commas(float64(mem.keys))),
+				benchproc.Commas(mem.rlFillRate), benchproc.Commas(mem.redisFill), benchproc.Ratio(mem.rlFillRate, mem.redisFill)},
 		)
 		if mem.saveErr == "" {
 			rows = append(rows, row{"SAVE: peak RSS over RSS before, bytes per key",
-				fmt.Sprintf("%.1f", mem.rlSave), fmt.Sprintf("%.1f", mem.redisSave), ratio(mem.rlSave, mem.redisSave)})
+				fmt.Sprintf("%.1f", mem.rlSave), fmt.Sprintf("%.1f", mem.redisSave), benchproc.Ratio(mem.rlSave, mem.redisSave)})
 		}
 	}
 	w := [4]int{len("case"), len("rlserver"), len("Redis+Lua"), len("rlserver/Redis")}
@@ -753,7 +712,7 @@ func printReport(cfg config, machine []string, loadStart, loadEnd string, cases 
 	fmt.Println("CPU ns/req: CPU time (user + system) of the server process and of redis-benchmark over the run, divided by its requests.")
 	if mem != nil {
 		fmt.Printf("memory: RSS growth over each process's baseline after start (rlserver VmRSS %.1f -> %.1f MiB, Redis used_memory_rss %.1f -> %.1f MiB); DBSIZE after loading: rlserver %d, Redis %d\n",
-			mib(mem.rlBase), mib(mem.rlAfter), mib(mem.redisBase), mib(mem.redisAfter), mem.rlDBSize, mem.redisDBSize)
+			benchproc.MiB(mem.rlBase), benchproc.MiB(mem.rlAfter), benchproc.MiB(mem.redisBase), benchproc.MiB(mem.redisAfter), mem.rlDBSize, mem.redisDBSize)
 		fmt.Printf("        INFO used_memory growth per key (rlserver: what --maxmemory counts, live Go heap plus 32 B + key bytes per key; Redis: its allocator's count): rlserver %.1f B, Redis %.1f B\n",
 			float64(mem.rlUsed[1]-mem.rlUsed[0])/float64(mem.keys), float64(mem.redisUsed[1]-mem.redisUsed[0])/float64(mem.keys))
 		if mem.saveErr != "" {
@@ -812,12 +771,12 @@ func printReport(cfg config, machine []string, loadStart, loadEnd string, cases 
 			pct(busy), runtime.NumCPU(), need, a.srvNs)
 	}
 	if p, incr := p32[1], ref.incr; p.rps > 0 && incr.rps > 0 {
-		fmt.Printf("Reference: Redis's native INCRBY on the same random keys, -P 32: %s req/s, %s of Redis's own PING rate\n", commas(incr.rps), pct(incr.rps/p.rps))
+		fmt.Printf("Reference: Redis's native INCRBY on the same random keys, -P 32: %s req/s, %s of Redis's own PING rate\n", benchproc.Commas(incr.rps), pct(incr.rps/p.rps))
 		fmt.Printf("  (CPU ns/req, server + client: %s); rlserver's RL.ALLOW runs at %s of rlserver's PING.\n", cpuCell(incr), pct(a32[0].rps/p32[0].rps))
 	}
 	if p, smis := p32[1], ref.smis; p.rps > 0 && smis.rps > 0 {
 		fmt.Printf("Same shape on Redis: SMISMEMBER on missing random keys (six arguments, four integers back; one lookup among the earlier runs' keys),\n")
-		fmt.Printf("  -P 32: %s req/s, %s of Redis's PING rate (CPU ns/req, server + client: %s).\n", commas(smis.rps), pct(smis.rps/p.rps), cpuCell(smis))
+		fmt.Printf("  -P 32: %s req/s, %s of Redis's PING rate (CPU ns/req, server + client: %s).\n", benchproc.Commas(smis.rps), pct(smis.rps/p.rps), cpuCell(smis))
 	}
 	// The ceiling: the client's own cost per RL.ALLOW is higher than per
 	// PING, so even a server that does nothing stays below 100%.
@@ -825,7 +784,7 @@ func printReport(cfg config, machine []string, loadStart, loadEnd string, cases 
 		ceiling := na.rps / np.rps
 		fmt.Printf("Ceiling: a server that does no work (bench/noopserver: it parses each command and writes a fixed reply), -P 32:\n")
 		fmt.Printf("  PING %s req/s, RL.ALLOW %s req/s: %s (CPU ns/req, server + client: PING %s, RL.ALLOW %s).\n",
-			commas(np.rps), commas(na.rps), pct(ceiling), cpuCell(np), cpuCell(na))
+			benchproc.Commas(np.rps), benchproc.Commas(na.rps), pct(ceiling), cpuCell(np), cpuCell(na))
 		fmt.Printf("  redis-benchmark spends %.0f ns more per RL.ALLOW than per PING, so no server reaches 100%%.\n", na.cliNs-np.cliNs)
 		fmt.Printf("  rlserver: RL.ALLOW at %s of its PING; its RL.ALLOW rate is %s of the no-work server's.\n", pct(a32[0].rps/p32[0].rps), pct(a32[0].rps/na.rps))
 	}
@@ -840,15 +799,3 @@ func cpuCell(r result) string {
 }
 
 func pct(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) }
-
-func mib(b int64) float64 { return float64(b) / (1 << 20) }
-
-// commas formats a non-negative rate or count as an integer with thousands
-// separators.
-func commas(v float64) string {
-	s := strconv.FormatInt(int64(math.Round(v)), 10)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/bench/internal/benchproc"
+	"github.com/rlserver/rlserver/bench/internal/respio"
 )
 
 // pattern is one way limiters use Redis, as the generator sends it.
@@ -85,16 +86,16 @@ func selfCPU() time.Duration {
 // keys per round trip and checking every reply, for ramp + duration, and
 // returns the figures of the last duration.
 func (l load) run(ctx context.Context) (loadResult, error) {
-	conns := make([]*conn, l.conns)
+	conns := make([]*respio.Conn, l.conns)
 	defer func() {
 		for _, c := range conns {
 			if c != nil {
-				c.close()
+				c.Close()
 			}
 		}
 	}()
 	for i := range conns {
-		c, err := dial(l.addr)
+		c, err := respio.Dial(l.addr)
 		if err != nil {
 			return loadResult{}, err
 		}
@@ -146,7 +147,7 @@ func (l load) run(ctx context.Context) (loadResult, error) {
 	// A connection blocked on a server that stopped answering must not
 	// hang the run.
 	for _, c := range conns {
-		c.c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	}
 	wg.Wait()
 	if firstErr != nil {
@@ -158,7 +159,7 @@ func (l load) run(ctx context.Context) (loadResult, error) {
 	res := loadResult{all: sum(), ops: ops1 - ops0, elapsed: t1.Sub(t0), srvCPU: srv1 - srv0, genCPU: gen1 - gen0}
 	res.trips = res.all / int64(l.depth)
 	for _, c := range conns {
-		res.reads += c.reads
+		res.reads += c.Reads
 	}
 	return res, nil
 }
@@ -166,7 +167,7 @@ func (l load) run(ctx context.Context) (loadResult, error) {
 // worker is one connection of a run.
 type worker struct {
 	*load
-	c     *conn
+	c     *respio.Conn
 	rng   *rand.Rand
 	batch []int // key numbers of the round trip
 	adds  []int64
@@ -182,50 +183,50 @@ func (w *worker) roundTrip() error {
 		w.ttlB = strconv.AppendInt(nil, int64(w.ttl), 10)
 	}
 	w.batch, w.adds = w.batch[:0], w.adds[:0]
-	b := w.c.out[:0]
+	b := w.c.Out[:0]
 	for range w.depth {
 		k := w.rng.IntN(w.keys)
 		w.key = strconv.AppendInt(append(w.key[:0], w.pat.prefix...), int64(k), 10)
 		add := int64(1)
 		if w.pat.multi {
 			b = append(b, "*1\r\n$5\r\nMULTI\r\n*2\r\n$4\r\nINCR\r\n"...)
-			b = appendBulk(b, w.key)
+			b = respio.AppendBulk(b, w.key)
 		} else {
 			// envoy adds the request's hits: mostly 1, sometimes more.
 			add = int64(1 + w.rng.IntN(3))
 			b = append(b, "*3\r\n$6\r\nINCRBY\r\n"...)
-			b = appendBulk(b, w.key)
+			b = respio.AppendBulk(b, w.key)
 			b = append(b, '$', '1', '\r', '\n', byte('0'+add), '\r', '\n')
 		}
 		b = append(b, "*3\r\n$6\r\nEXPIRE\r\n"...)
-		b = appendBulk(b, w.key)
-		b = appendBulk(b, w.ttlB)
+		b = respio.AppendBulk(b, w.key)
+		b = respio.AppendBulk(b, w.ttlB)
 		if w.pat.multi {
 			b = append(b, "*1\r\n$4\r\nEXEC\r\n"...)
 		}
 		w.batch = append(w.batch, k)
 		w.adds = append(w.adds, add)
 	}
-	w.c.out = b
-	if err := w.c.flush(); err != nil {
+	w.c.Out = b
+	if err := w.c.Flush(); err != nil {
 		return err
 	}
 	for i := range w.batch {
 		if w.pat.multi {
 			for _, want := range []string{"+OK", "+QUEUED", "+QUEUED", "*2"} {
-				if err := w.c.expect(want); err != nil {
+				if err := w.c.Expect(want); err != nil {
 					return err
 				}
 			}
 		}
-		v, err := w.c.readInt()
+		v, err := w.c.ReadInt()
 		if err != nil {
 			return err
 		}
 		if v < w.adds[i] {
 			return fmt.Errorf("INCRBY %s%d %d answered %d", w.pat.prefix, w.batch[i], w.adds[i], v)
 		}
-		if v, err := w.c.readInt(); err != nil || v != 1 {
+		if v, err := w.c.ReadInt(); err != nil || v != 1 {
 			return fmt.Errorf("EXPIRE %s%d answered %d (%v), want 1", w.pat.prefix, w.batch[i], v, err)
 		}
 	}

@@ -54,6 +54,7 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/bench/internal/benchproc"
+	"github.com/rlserver/rlserver/bench/internal/respio"
 )
 
 type config struct {
@@ -231,8 +232,8 @@ func run(ctx context.Context, cfg config) (*report, error) {
 			return nil, err
 		}
 	}
-	rep := &report{cfg: cfg, machine: describeMachine(cfg), loadStart: loadAvg()}
-	defer func() { rep.loadEnd = loadAvg() }()
+	rep := &report{cfg: cfg, machine: describeMachine(cfg), loadStart: benchproc.LoadAvg()}
+	defer func() { rep.loadEnd = benchproc.LoadAvg() }()
 
 	// Phase 1: throughput.
 	srv, err := startBoth(cfg, tmp, "run")
@@ -409,12 +410,12 @@ func verify(addr string, pat pattern, t tally, n, ttl int) (verified, error) {
 	if n == 0 {
 		return v, nil
 	}
-	c, err := dial(addr)
+	c, err := respio.Dial(addr)
 	if err != nil {
 		return v, err
 	}
-	defer c.close()
-	c.c.SetDeadline(time.Now().Add(2 * time.Minute))
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Minute))
 	keys := make([]int, n)
 	for i := range keys {
 		keys[i] = int(int64(i) * int64(len(t)) / int64(n))
@@ -422,18 +423,18 @@ func verify(addr string, pat pattern, t tally, n, ttl int) (verified, error) {
 	for batch := range slices.Chunk(keys, 500) {
 		for _, k := range batch {
 			key := pat.prefix + strconv.Itoa(k)
-			c.send("GET", key)
-			c.send("TTL", key)
+			c.Send("GET", key)
+			c.Send("TTL", key)
 		}
-		if err := c.flush(); err != nil {
+		if err := c.Flush(); err != nil {
 			return v, err
 		}
 		for _, k := range batch {
-			got, err := c.read()
+			got, err := c.Read()
 			if err != nil {
 				return v, err
 			}
-			left, err := c.read()
+			left, err := c.Read()
 			if err != nil {
 				return v, err
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/bench/internal/benchproc"
+	"github.com/rlserver/rlserver/bench/internal/respio"
 )
 
 // needRedis skips the test without redis-server, except in CI, which
@@ -131,12 +132,12 @@ func TestKnownKey(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := dial(srv[s].Addr)
+			c, err := respio.Dial(srv[s].Addr)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := c.do("GET", pat.prefix+"0")
-			c.close()
+			got, err := c.Do("GET", pat.prefix+"0")
+			c.Close()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/rlserver/rlserver/bench/internal/benchproc"
+	"github.com/rlserver/rlserver/bench/internal/respio"
 )
 
 // memResult is one server's memory measurement.
@@ -49,13 +49,13 @@ func measureMemory(ctx context.Context, cfg config, srv *benchproc.Server) (*mem
 	for ci := range conns {
 		lo, hi := cfg.memKeys*ci/conns, cfg.memKeys*(ci+1)/conns
 		wg.Go(func() {
-			c, err := dial(srv.Addr)
+			c, err := respio.Dial(srv.Addr)
 			if err != nil {
 				errs <- err
 				return
 			}
-			defer c.close()
-			c.c.SetDeadline(time.Now().Add(5 * time.Minute))
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Minute))
 			var key []byte
 			for i := lo; i < hi; i += batch {
 				if ctx.Err() != nil {
@@ -65,19 +65,19 @@ func measureMemory(ctx context.Context, cfg config, srv *benchproc.Server) (*mem
 				end := min(i+batch, hi)
 				for k := i; k < end; k++ {
 					key = strconv.AppendInt(append(key[:0], "counter:"...), int64(k), 10)
-					c.out = append(c.out, "*2\r\n$4\r\nINCR\r\n"...)
-					c.out = appendBulk(c.out, key)
-					c.out = append(c.out, "*3\r\n$6\r\nEXPIRE\r\n"...)
-					c.out = appendBulk(c.out, key)
-					c.out = append(c.out, "$4\r\n3600\r\n"...)
+					c.Out = append(c.Out, "*2\r\n$4\r\nINCR\r\n"...)
+					c.Out = respio.AppendBulk(c.Out, key)
+					c.Out = append(c.Out, "*3\r\n$6\r\nEXPIRE\r\n"...)
+					c.Out = respio.AppendBulk(c.Out, key)
+					c.Out = append(c.Out, "$4\r\n3600\r\n"...)
 				}
-				if err := c.flush(); err != nil {
+				if err := c.Flush(); err != nil {
 					errs <- err
 					return
 				}
 				for k := i; k < end; k++ {
 					for _, cmd := range []string{"INCR", "EXPIRE"} {
-						if v, err := c.readInt(); err != nil || v != 1 {
+						if v, err := c.ReadInt(); err != nil || v != 1 {
 							errs <- fmt.Errorf("%s counter:%d answered %d (%v), want 1", cmd, k, v, err)
 							return
 						}
@@ -122,12 +122,12 @@ func measureMemory(ctx context.Context, cfg config, srv *benchproc.Server) (*mem
 	if m.info1, err = infoMemory(srv.Addr); err != nil {
 		return nil, err
 	}
-	c, err := dial(srv.Addr)
+	c, err := respio.Dial(srv.Addr)
 	if err != nil {
 		return nil, err
 	}
-	defer c.close()
-	v, err := c.do("DBSIZE")
+	defer c.Close()
+	v, err := c.Do("DBSIZE")
 	if err != nil {
 		return nil, fmt.Errorf("DBSIZE: %w", err)
 	}
@@ -137,25 +137,9 @@ func measureMemory(ctx context.Context, cfg config, srv *benchproc.Server) (*mem
 
 // infoMemory reads INFO memory's integer fields.
 func infoMemory(addr string) (map[string]int64, error) {
-	c, err := dial(addr)
+	out, err := respio.InfoMemory(addr)
 	if err != nil {
 		return nil, err
-	}
-	defer c.close()
-	v, err := c.do("INFO", "memory")
-	if err != nil {
-		return nil, err
-	}
-	s, _ := v.(string)
-	out := map[string]int64{}
-	for _, line := range strings.Split(s, "\r\n") {
-		k, val, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		if n, err := strconv.ParseInt(val, 10, 64); err == nil {
-			out[k] = n
-		}
 	}
 	if _, ok := out["used_memory"]; !ok {
 		return nil, fmt.Errorf("no used_memory in INFO memory")

@@ -4,14 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"os"
-	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rlserver/rlserver/bench/internal/benchproc"
 )
 
 // caseResult is one pattern at one depth: the measured runs on each
@@ -110,7 +109,7 @@ func (r *report) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "settings: rlserver %s; Redis %s; data in temporary folders; pinned: %v\n", rlSet, redisSet, cfg.pin)
 	fmt.Fprintf(w, "load:     %d connections, random keys out of %s per pattern, EXPIRE %d s; per case and server a %v warm-up, then %d runs of %v, alternating; load average %s -> %s\n",
-		cfg.conns, commas(float64(cfg.keys)), cfg.ttl, cfg.warmup, cfg.rounds, cfg.duration, r.loadStart, r.loadEnd)
+		cfg.conns, benchproc.Commas(float64(cfg.keys)), cfg.ttl, cfg.warmup, cfg.rounds, cfg.duration, r.loadStart, r.loadEnd)
 	if len(r.cases) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "| case (-P: operations per round trip) | rlserver | Redis | rlserver/Redis | server CPU ns/op, rlserver / Redis | generator CPU ns/op, rlserver / Redis | CPUs busy, server + generator: rlserver / Redis | generator reads per round trip, rlserver / Redis |")
@@ -119,8 +118,8 @@ func (r *report) print(w io.Writer) {
 			rl, rd := summarize(c.runs[0]), summarize(c.runs[1])
 			fmt.Fprintf(w, "| %s, %s, -P %d | %s ±%.0f%% | %s ±%.0f%% | %s | %s / %s | %s / %s | %.2f + %.2f / %.2f + %.2f | %.2f / %.2f |\n",
 				c.pat.name, c.pat.unit, c.depth,
-				commas(rl.median), 100*rl.spread, commas(rd.median), 100*rd.spread, ratio(rl.median, rd.median),
-				commas(rl.srvNs), commas(rd.srvNs), commas(rl.genNs), commas(rd.genNs),
+				benchproc.Commas(rl.median), 100*rl.spread, benchproc.Commas(rd.median), 100*rd.spread, benchproc.Ratio(rl.median, rd.median),
+				benchproc.Commas(rl.srvNs), benchproc.Commas(rd.srvNs), benchproc.Commas(rl.genNs), benchproc.Commas(rd.genNs),
 				rl.srvCores, rl.genCores, rd.srvCores, rd.genCores, rl.readsPerTrip, rd.readsPerTrip)
 		}
 		fmt.Fprintln(w, "\nrates are medians of the runs, ± half their range; an operation is a pair (INCRBY + EXPIRE) or a transaction (MULTI, INCR, EXPIRE, EXEC); server CPU is /proc's user + system time (Redis's with its finished BGSAVE children); the generator reads more per round trip from a server that writes a round trip's replies in several pieces")
@@ -131,26 +130,26 @@ func (r *report) print(w io.Writer) {
 			status = fmt.Sprintf("%d DIFFER, first: %s", len(v.mismatch), strings.Join(v.mismatch[:min(3, len(v.mismatch))], "; "))
 		}
 		fmt.Fprintf(w, "checked %-8s %-22s %s keys read back (%s written by the generator, counters summing to %s, TTL in 1..%d): %s\n",
-			v.server+":", v.pat.name+":", commas(float64(v.keys)), commas(float64(v.written)), commas(float64(v.total)), cfg.ttl, status)
+			v.server+":", v.pat.name+":", benchproc.Commas(float64(v.keys)), benchproc.Commas(float64(v.written)), benchproc.Commas(float64(v.total)), cfg.ttl, status)
 	}
 	rl, rd := r.mem[0], r.mem[1]
 	if rl == nil || rd == nil {
 		return
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "| %s counters with a TTL (INCR + EXPIRE 3600, counter:<n>) | rlserver | Redis | rlserver/Redis |\n", commas(float64(rl.keys)))
+	fmt.Fprintf(w, "| %s counters with a TTL (INCR + EXPIRE 3600, counter:<n>) | rlserver | Redis | rlserver/Redis |\n", benchproc.Commas(float64(rl.keys)))
 	fmt.Fprintln(w, "|---|--:|--:|--:|")
 	row := func(name string, a, b float64, f func(float64) string) {
-		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", name, f(a), f(b), ratio(a, b))
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", name, f(a), f(b), benchproc.Ratio(a, b))
 	}
 	oneDec := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 	row("RSS growth, bytes/key", rl.perKey(rl.rssBase, rl.rssAfter), rd.perKey(rd.rssBase, rd.rssAfter), oneDec)
 	row("peak RSS growth while loading (VmHWM), bytes/key", rl.perKey(rl.rssBase, rl.peak), rd.perKey(rd.rssBase, rd.peak), oneDec)
 	row("INFO used_memory growth, bytes/key", rl.perKey(rl.info0["used_memory"], rl.info1["used_memory"]),
 		rd.perKey(rd.info0["used_memory"], rd.info1["used_memory"]), oneDec)
-	row("loading rate, counters/s (8 connections, 256 per round trip)", rl.loadRate, rd.loadRate, commas)
+	row("loading rate, counters/s (8 connections, 256 per round trip)", rl.loadRate, rd.loadRate, benchproc.Commas)
 	fmt.Fprintf(w, "\nRSS: rlserver %.1f -> %.1f MiB, Redis %.1f -> %.1f MiB (read %.1f s and %.1f s after loading); DBSIZE after: rlserver %d, Redis %d\n",
-		mib(rl.rssBase), mib(rl.rssAfter), mib(rd.rssBase), mib(rd.rssAfter), rl.settle.Seconds(), rd.settle.Seconds(), rl.dbsize, rd.dbsize)
+		benchproc.MiB(rl.rssBase), benchproc.MiB(rl.rssAfter), benchproc.MiB(rd.rssBase), benchproc.MiB(rd.rssAfter), rl.settle.Seconds(), rd.settle.Seconds(), rl.dbsize, rd.dbsize)
 	fmt.Fprintf(w, "rlserver INFO memory, growth per key: %s\n", infoGrowth(rl, nil))
 	fmt.Fprintf(w, "Redis INFO memory, growth per key:    %s\n", infoGrowth(rd, []string{"used_memory", "used_memory_rss", "used_memory_dataset", "used_memory_overhead"}))
 }
@@ -168,69 +167,17 @@ func infoGrowth(m *memResult, fields []string) string {
 	}
 	var parts []string
 	for _, k := range fields {
-		parts = append(parts, fmt.Sprintf("%s %.1f (%s -> %s)", k, m.perKey(m.info0[k], m.info1[k]), commas(float64(m.info0[k])), commas(float64(m.info1[k]))))
+		parts = append(parts, fmt.Sprintf("%s %.1f (%s -> %s)", k, m.perKey(m.info0[k], m.info1[k]), benchproc.Commas(float64(m.info0[k])), benchproc.Commas(float64(m.info1[k]))))
 	}
 	return strings.Join(parts, ", ")
 }
 
-// ratio is a/b as "1.23x".
-func ratio(a, b float64) string {
-	if b == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.2fx", a/b)
-}
-
-func mib(b int64) float64 { return float64(b) / (1 << 20) }
-
-// commas formats a number as an integer with thousands separators.
-func commas(v float64) string {
-	neg := v < 0
-	s := strconv.FormatInt(int64(math.Round(math.Abs(v))), 10)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	if neg {
-		s = "-" + s
-	}
-	return s
-}
-
 // describeMachine names the machine and the software measured.
 func describeMachine(cfg config) []string {
-	cpu := "unknown CPU"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				cpu = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	version := func(bin string, args ...string) string {
-		out, err := exec.Command(bin, args...).Output()
-		if err != nil {
-			return "?"
-		}
-		return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
-	}
 	return []string{
 		"date:     " + time.Now().Format("2006-01-02 15:04:05 MST"),
-		fmt.Sprintf("machine:  %d CPUs, %s, Linux %s", runtime.NumCPU(), cpu, strings.TrimSpace(string(kernel))),
-		"servers:  " + version(cfg.rlserver, "--version") + "; " + version(cfg.redisServer, "--version"),
+		fmt.Sprintf("machine:  %d CPUs, %s, Linux %s", runtime.NumCPU(), benchproc.CPUModel(), benchproc.Kernel()),
+		"servers:  " + benchproc.Version(cfg.rlserver, "--version") + "; " + benchproc.Version(cfg.redisServer, "--version"),
 		"client:   kvcompare's RESP generator, " + runtime.Version(),
 	}
-}
-
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }

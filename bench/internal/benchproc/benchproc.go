@@ -1,6 +1,7 @@
 // Package benchproc holds what the benchmark programs share about the
 // processes they start: free loopback ports, starting and stopping
-// servers, and CPU time and memory read from /proc.
+// servers, CPU time and memory read from /proc, and what their reports
+// say of the machine and how they write numbers.
 package benchproc
 
 import (
