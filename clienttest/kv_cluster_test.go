@@ -348,6 +348,7 @@ func TestKVClusterSnapshot(t *testing.T) {
 		t.Errorf("%s restored %s snapshots at start-up, want 1", follower.id, v)
 	}
 	c.converge(20 * time.Second)
+	waitServes(t, fc, 10*time.Second)
 	checkKV(t, "through the restarted follower "+follower.id, fc, keys, written)
 
 	// The whole cluster restarts: every node restores its snapshot, and
@@ -365,6 +366,7 @@ func TestKVClusterSnapshot(t *testing.T) {
 		if v := infoField(t, cl, "persistence", "rl_raft_snapshots_restored"); v != "1" {
 			t.Errorf("%s restored %s snapshots at start-up, want 1", n.id, v)
 		}
+		waitServes(t, cl, 10*time.Second) // a forward may time out while the restarted cluster settles
 		checkKV(t, fmt.Sprintf("after a full restart, through %s (%s leads)", n.id, leader.id), cl, keys, written)
 	}
 	lc = clusterClient(t, leader.respAddr)
@@ -373,4 +375,15 @@ func TestKVClusterSnapshot(t *testing.T) {
 		t.Errorf("RL.ALLOW on the restored bucket with 7 tokens left, cost 8: allowed=%v, %v", v, err)
 	}
 	c.converge(20 * time.Second)
+}
+
+// waitServes waits until a read through cl answers (a value or nil), not an
+// error: a node that just restarted may answer UNKNOWN or CLUSTERDOWN while
+// its cluster settles; a read is safe to repeat.
+func waitServes(t *testing.T, cl *redis.Client, limit time.Duration) {
+	t.Helper()
+	pollUntil(t, limit, "a read through "+cl.Options().Addr, func() bool {
+		err := cl.Get(context.Background(), "serves?").Err()
+		return err == nil || err == redis.Nil
+	})
 }

@@ -437,6 +437,10 @@ func TestShardedMovesLinearizable(t *testing.T) {
 			if f.role == "target" {
 				g = dst
 			}
+			// The last round's fault may have left the group electing.
+			pollUntil(t, 10*time.Second, fmt.Sprintf("a leader of group %d", g), func() bool {
+				return groupLeaders(c.live()[0])[g] != ""
+			})
 			victim = c.node(groupLeaders(c.live()[0])[g])
 		default:
 			victim = c.waitLeader(10 * time.Second)
