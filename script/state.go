@@ -57,6 +57,7 @@ func (e *Engine) newState() *state {
 		g.RawSetString(name, L.GetGlobal(name))
 	}
 	g.RawSetString("tostring", L.NewFunction(luaToString))
+	g.RawSetString("tonumber", L.NewFunction(luaToNumber))
 	g.RawSetString("error", L.NewFunction(luaErrorFn))
 	g.RawSetString("pcall", L.NewFunction(luaPcall))
 	g.RawSetString("collectgarbage", L.NewFunction(luaCollectGarbage))

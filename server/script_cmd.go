@@ -14,6 +14,7 @@ import (
 	"github.com/rlserver/rlserver/resp"
 	"github.com/rlserver/rlserver/script"
 	"github.com/rlserver/rlserver/slots"
+	"github.com/rlserver/rlserver/values"
 )
 
 // Lua scripts: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT.
@@ -62,7 +63,7 @@ func init() {
 		if len(args) < 3 {
 			return 0, -1, 1
 		}
-		n, ok := parseInt(args[2])
+		n, ok := values.ParseInt(args[2])
 		if !ok || n <= 0 || n > int64(len(args)-3) {
 			return 0, -1, 1
 		}
@@ -112,7 +113,7 @@ func (s *Server) scriptsOf() *scriptState {
 }
 
 func (s *Server) eval(c *client, args [][]byte, bySHA, ro bool) {
-	n, ok := parseInt(args[2])
+	n, ok := values.ParseInt(args[2]) // canonical, as Redis's string2ll: "01" is not a number
 	switch {
 	case !ok:
 		c.rep.error(errNotInteger)
@@ -162,7 +163,9 @@ func (s *Server) eval(c *client, args [][]byte, bySHA, ro bool) {
 			return
 		}
 		if ferr := ov.Err(); ferr != nil {
-			c.rep.error(engineErrorText(ferr))
+			// The backend's own text: CLUSTERDOWN, TRYAGAIN, UNKNOWN...
+			// tell the client whether the script can have run.
+			c.rep.error(ferr.Error())
 			return
 		}
 		if ov.Wrote() || !ov.Consistent() {
