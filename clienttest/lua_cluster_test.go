@@ -229,11 +229,6 @@ func TestLuaClusterNoQuorum(t *testing.T) {
 		{"the counter", luaCounterLua},
 	} {
 		err := cl.Eval(ctx, sc.src, []string{"k"}, 1).Err()
-		if err != nil && err.Error() == "ERR internal error" {
-			t.Skipf("known bug: without a quorum, EVAL of %s answers %q where GET answers %q: "+
-				"server/script_cmd.go's fetchKeys wraps the backend's text in scriptFetchError, which engineErrorText "+
-				"does not know, so the client loses CLUSTERDOWN/TRYAGAIN", sc.name, err, getErr)
-		}
 		if code(err) != code(getErr) {
 			t.Errorf("EVAL of %s without a quorum: %v; GET answers %v", sc.name, err, getErr)
 		}

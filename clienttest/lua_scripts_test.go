@@ -263,9 +263,6 @@ type luaCall struct {
 type luaSeq struct {
 	name  string
 	calls []luaCall
-	// gap, when set, names a known difference from Redis: the sequence is
-	// skipped with it (remove it when the difference is fixed).
-	gap string
 }
 
 func lc(args ...string) luaCall  { return luaCall{args: args} }
@@ -514,9 +511,6 @@ func TestLuaLimiterScripts(t *testing.T) {
 // Redis, then on rlserver. The keyspace and the script cache start empty.
 // RL_LUA_SHOW=1 logs rlserver's replies.
 func runLuaSeq(t *testing.T, proto int, sq luaSeq, redisAddr, rlAddr string) {
-	if sq.gap != "" {
-		t.Skip("known difference from Redis: " + sq.gap)
-	}
 	nconn := 1
 	for _, c := range sq.calls {
 		nconn = max(nconn, c.conn+1)
@@ -609,9 +603,6 @@ func evArgs(cmd, src string, keysArgs ...string) []string {
 func luaSandboxSeqs() []luaSeq {
 	var seqs []luaSeq
 	add := func(name string, parts ...any) { seqs = append(seqs, luaSeq{name: name, calls: seqOf(parts...)}) }
-	addGap := func(name, gap string, parts ...any) {
-		seqs = append(seqs, luaSeq{name: name, gap: gap, calls: seqOf(parts...)})
-	}
 	writeSrc := "return redis.call('set', KEYS[1], 'x')"
 	readSrc := "return redis.call('get', KEYS[1])"
 
@@ -630,8 +621,7 @@ func luaSandboxSeqs() []luaSeq {
 		// commands a script may call besides the data commands.
 		ev("return {redis.call('ping'), redis.call('echo', 'e'), redis.call('exists', KEYS[1]), redis.call('type', KEYS[1]), redis.call('ttl', KEYS[1])}", "k"),
 	)
-	addGap("ServerCommandsFromScripts",
-		"DBSIZE, FLUSHALL, INFO and SELECT are refused from scripts (\"ERR This Redis command is not allowed from script\"); Redis runs them",
+	add("ServerCommandsFromScripts",
 		ev("return redis.call('dbsize')"),
 		ev("return redis.call('select', 0)"),
 	)
@@ -806,14 +796,10 @@ func luaSandboxSeqs() []luaSeq {
 		lc("EVAL", "return {#KEYS, #ARGV}", "0", "a", "b"),
 		lc("EVAL", "return {#KEYS, #ARGV}", "0"),
 	)
-	addGap("NumKeysLeadingZero",
-		"numkeys \"01\" is taken as 1; Redis (string2ll) refuses a leading zero: \"ERR value is not an integer or out of range\"",
+	add("NumKeysLeadingZero",
 		lc("EVAL", "return ARGV[1] .. KEYS[1]", "01", "k", "v"),
 	)
-	addGap("ToNumber",
-		"tonumber is gopher-lua's: a string without a '.' must parse as an integer, so tonumber('1e3'), tonumber('1e+20') (what %.17g makes of 1e20), "+
-			"tonumber('99999999999999999999'), tonumber('inf'), tonumber('-0x10') and tonumber('0x1p4') are nil, where Lua 5.1 (strtod) reads a number; "+
-			"and arithmetic coerces '0b11' (Go's base prefixes) where Lua 5.1 raises an error",
+	add("ToNumber",
 		ev("return tonumber('1e3')"),
 		ev("return tostring(tonumber('1e-05'))"),
 		ev("return tostring(tonumber('99999999999999999999'))"),
@@ -823,8 +809,7 @@ func luaSandboxSeqs() []luaSeq {
 		// A limiter that reads back a number Redis wrote with %.17g.
 		ev("redis.call('set', KEYS[1], 1e20) return tostring(tonumber(redis.call('get', KEYS[1])) or 'missing')", "n"),
 	)
-	addGap("EvalInMulti",
-		"EVAL inside MULTI is refused (\"ERR Command not allowed inside a transaction: EVAL is not a data command\", then EXECABORT); Redis queues it and runs it in EXEC",
+	add("EvalInMulti",
 		lc("MULTI"),
 		ev("return redis.call('incr', KEYS[1])", "m"),
 		ev("redis.call('incr', KEYS[1]) error('in multi')", "m"),
@@ -900,9 +885,6 @@ func TestLuaCallsNativeLimiter(t *testing.T) {
 	for i := range 4 {
 		c.send(respCommand("EVAL", src, "1", "{b}script", "3", slowRate, "1"))
 		got := c.read()
-		if i == 0 && got.kind == '-' && strings.HasPrefix(got.str, "ERR This Redis command is not allowed from script") {
-			t.Skipf("known gap: redis.call('RL.ALLOW', ...) answers %q (server/script_cmd.go's Caller reaches only package kv's commands)", got.str)
-		}
 		c.send(respCommand("RL.ALLOW", "{b}direct", "3", slowRate, "1"))
 		want := c.read()
 		// The countdowns may differ by the time between the two.

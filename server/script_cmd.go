@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -113,90 +114,129 @@ func (s *Server) scriptsOf() *scriptState {
 }
 
 func (s *Server) eval(c *client, args [][]byte, bySHA, ro bool) {
+	keys, ok := s.scriptKeys(c, args, bySHA)
+	if !ok {
+		return
+	}
+	st := s.scriptsOf()
+	run := st.start(keys)
+	defer st.remove(run)
+	resp3 := c.memo.resp3
+	s.onOverlay(c, keys, nil, func(ov *kv.Overlay, out []byte) []byte {
+		return s.runScript(ov, run, args, bySHA, ro, resp3, out)
+	})
+}
+
+// scriptKeys checks an EVAL's numkeys and the script's presence (EVALSHA)
+// and returns its keys, or answers the error.
+func (s *Server) scriptKeys(c *client, args [][]byte, bySHA bool) ([][]byte, bool) {
 	n, ok := values.ParseInt(args[2]) // canonical, as Redis's string2ll: "01" is not a number
 	switch {
 	case !ok:
 		c.rep.error(errNotInteger)
-		return
+		return nil, false
 	case n < 0:
 		c.rep.error("ERR Number of keys can't be negative")
-		return
+		return nil, false
 	case n > int64(len(args)-3):
 		c.rep.error("ERR Number of keys can't be greater than number of args")
-		return
+		return nil, false
+	case bySHA && !s.scriptsOf().cache.Exists(strings.ToLower(string(args[1]))):
+		c.rep.error(script.ErrNoScript)
+		return nil, false
 	}
-	keys, argv := args[3:3+n], args[3+n:]
-	st := s.scriptsOf()
-	sha := ""
-	if bySHA {
-		sha = strings.ToLower(string(args[1]))
-		if !st.cache.Exists(sha) {
-			c.rep.error(script.ErrNoScript)
-			return
-		}
-	}
-	run := &scriptRun{run: &script.Running{}}
-	for _, k := range keys {
-		run.keys = append(run.keys, string(k))
-	}
-	st.add(run)
-	defer st.remove(run)
+	return args[3 : 3+n], true
+}
 
-	resp3 := c.memo.resp3
+// onOverlay runs a program (a script, or a transaction that holds
+// scripts) on a copy of its keys and applies its effects, running it again
+// while another command changed one of its keys in between (kv.Overlay).
+// program appends its reply to out and returns it. watches are a
+// transaction's WATCHed keys: if one changed since WATCH, the reply is a
+// null array and nothing runs.
+func (s *Server) onOverlay(c *client, keys [][]byte, watches []kv.Watch, program func(ov *kv.Overlay, out []byte) []byte) {
+	st := s.scriptsOf()
 	for range scriptRetries {
 		ov := kv.NewOverlay(time.Now().UnixNano(), s.fetchKeys)
 		ov.Load(keys)
-		caller := &scriptCaller{s: s, ov: ov, ro: ro, run: run.run, slot: -1}
-		if s.router != nil && len(keys) > 0 {
-			caller.slot = slots.Of(keys[0])
+		for _, w := range watches {
+			if ov.Digest(w.Key) != w.Digest && ov.Err() == nil {
+				w := kv.Writer{RESP3: c.memo.resp3}
+				w.NilArray()
+				c.rep.conn.WriteRaw(w.B)
+				return
+			}
 		}
-		opts := &script.Options{Running: run.run, BusyAfter: time.Duration(s.busyAfter.Load())}
-		var reply script.Reply
-		var err error
-		if bySHA {
-			reply, err = st.cache.EvalSHA(st.ctx, sha, keys, argv, caller, opts)
-		} else {
-			reply, err = st.cache.Eval(st.ctx, args[1], keys, argv, caller, opts)
-		}
+		out := program(ov, nil)
 		if st.ctx.Err() != nil {
 			c.rep.error("ERR the server is shutting down: the script was stopped and none of its writes applied")
 			return
 		}
 		if ferr := ov.Err(); ferr != nil {
 			// The backend's own text: CLUSTERDOWN, TRYAGAIN, UNKNOWN...
-			// tell the client whether the script can have run.
+			// tell the client whether the program can have run.
 			c.rep.error(ferr.Error())
 			return
 		}
 		if ov.Wrote() || !ov.Consistent() {
 			fx := ov.Effects(false)
-			out, text := s.runCommand(fx.Request())
+			res, text := s.runCommand(fx.Request())
 			if text != "" {
 				c.rep.error(text)
 				return
 			}
-			if out == "*-1\r\n" {
+			if res == "*-1\r\n" {
 				continue // a key changed since the run read it: run again
 			}
-			if i := strings.Index(out, "\r\n-"); i >= 0 {
-				// A restore was refused (OOM): nothing else applied
-				// that needed a new key; report it as Redis would.
-				c.rep.error(errorLine(out[i+2:]))
+			if i := strings.Index(res, "\r\n-"); i >= 0 {
+				// A restore was refused (OOM): nothing that needed a new
+				// key applied; report it as Redis would.
+				c.rep.error(errorLine(res[i+2:]))
 				return
 			}
 		}
-		if err != nil {
-			c.rep.error(err.Error())
-			return
-		}
-		b := reply.Append(nil, resp3)
-		if len(b) > 0 && b[0] == '-' {
+		if len(out) > 0 && out[0] == '-' {
 			c.rep.errors++
 		}
-		c.rep.conn.WriteRaw(b)
+		c.rep.conn.WriteRaw(out)
 		return
 	}
 	c.rep.error("BUSY the script's keys kept changing while it ran; try again")
+}
+
+// runScript runs one EVAL-family command (args, checked by scriptKeys) on
+// ov and appends its reply, errors included, to out.
+func (s *Server) runScript(ov *kv.Overlay, run *scriptRun, args [][]byte, bySHA, ro, resp3 bool, out []byte) []byte {
+	st := s.scriptsOf()
+	n, _ := values.ParseInt(args[2])
+	keys, argv := args[3:3+n], args[3+n:]
+	caller := &scriptCaller{s: s, ov: ov, ro: ro, run: run.run, slot: -1}
+	if s.router != nil && len(keys) > 0 {
+		caller.slot = slots.Of(keys[0])
+	}
+	opts := &script.Options{Running: run.run, BusyAfter: time.Duration(s.busyAfter.Load())}
+	var reply script.Reply
+	var err error
+	if bySHA {
+		reply, err = st.cache.EvalSHA(st.ctx, strings.ToLower(string(args[1])), keys, argv, caller, opts)
+	} else {
+		reply, err = st.cache.Eval(st.ctx, args[1], keys, argv, caller, opts)
+	}
+	if err != nil {
+		return append(append(append(out, '-'), err.Error()...), '\r', '\n')
+	}
+	return reply.Append(out, resp3)
+}
+
+// start registers a script about to run on keys (for BUSY and SCRIPT
+// KILL); remove unregisters it.
+func (st *scriptState) start(keys [][]byte) *scriptRun {
+	run := &scriptRun{run: &script.Running{}}
+	for _, k := range keys {
+		run.keys = append(run.keys, string(k))
+	}
+	st.add(run)
+	return run
 }
 
 // fetchKeys reads keys for a script's overlay, in one command.
@@ -234,6 +274,19 @@ func (sc *scriptCaller) Call(args [][]byte, resp3 bool) []byte {
 		switch {
 		case cmd == nil:
 			return errReply(script.ErrUnknownCommand)
+		case cmd.name == "select" && len(args) == 2:
+			if string(args[1]) != "0" {
+				return errReply(errDBIndex)
+			}
+			return []byte("+OK\r\n")
+		case cmd.name == "dbsize" && len(args) == 1:
+			// The keys of the engine as the script runs; a script's own
+			// uncommitted writes are not counted.
+			n, err := sc.s.backend.Len(context.Background())
+			if err != nil {
+				return errReply(engineErrorText(err))
+			}
+			return []byte(":" + strconv.Itoa(n) + "\r\n")
 		case cmd.batch == nil || cmd.render == nil:
 			return errReply(script.ErrNotAllowed) // server and admin commands, RL.CHECK's policies
 		case !cmd.arityOK(len(args)):

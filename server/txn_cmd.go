@@ -8,7 +8,9 @@ import (
 
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/kv"
+	"github.com/rlserver/rlserver/script"
 	"github.com/rlserver/rlserver/slots"
+	"github.com/rlserver/rlserver/values"
 )
 
 // Transactions: MULTI queues data commands, EXEC runs them as one engine
@@ -39,9 +41,14 @@ func (t *txnState) show() {
 	t.shownWatch.Store(int32(len(t.watches)))
 }
 
+// scriptCommands may be queued too: a transaction that holds one runs on
+// a copy of its keys (Server.execScripts).
+var scriptCommands = map[string]bool{"eval": true, "evalsha": true, "eval_ro": true, "evalsha_ro": true}
+
 type queuedCmd struct {
-	spec *kv.Spec // nil: UNWATCH, whose reply in EXEC's is +OK
-	args [][]byte // copied out of the connection's buffer
+	script bool     // an EVAL-family command (spec nil)
+	spec   *kv.Spec // nil: UNWATCH, whose reply in EXEC's is +OK
+	args   [][]byte // copied out of the connection's buffer
 }
 
 // reset ends the transaction and forgets the watched keys.
@@ -88,12 +95,19 @@ func (s *Server) queue(c *client, args [][]byte) {
 		return
 	}
 	spec, ok := kv.Lookup(args[0])
-	if !ok {
+	isScript := scriptCommands[string(appendLower(nil, args[0]))]
+	if !ok && !isScript {
 		s.refuse(c, "ERR Command not allowed inside a transaction: "+string(args[0])+" is not a data command")
 		return
 	}
 	if s.router != nil {
-		if keys := spec.KeysOf(args); len(keys) > 0 {
+		var keys [][]byte
+		if ok {
+			keys = spec.KeysOf(args)
+		} else if first, last, _ := lookup(appendLower(nil, args[0])).keyRange(args); first > 0 {
+			keys = args[first : last+1]
+		}
+		if len(keys) > 0 {
 			sl := slots.Of(keys[0])
 			if c.txn.slot >= 0 && sl != c.txn.slot {
 				s.refuse(c, errCrossSlot)
@@ -112,7 +126,7 @@ func (s *Server) queue(c *client, args [][]byte) {
 		buf = append(buf, a...)
 		cp[i] = buf[len(buf)-len(a) : len(buf) : len(buf)]
 	}
-	c.txn.queued = append(c.txn.queued, queuedCmd{spec: spec, args: cp})
+	c.txn.queued = append(c.txn.queued, queuedCmd{spec: spec, args: cp, script: isScript})
 	c.txn.show()
 	c.pending = append(c.pending, pendingReply{status: "QUEUED"})
 }
@@ -139,11 +153,22 @@ func (s *Server) batchTxn(c *client, cmd *command) bool {
 	return false
 }
 
-// unwatches reports whether an UNWATCH is queued: its EXEC takes the
-// handler's path (cmdExec), which places UNWATCH's replies.
+// unwatches reports whether an UNWATCH or a script is queued: its EXEC
+// takes the handler's path (cmdExec), which places UNWATCH's replies and
+// runs scripts.
 func (t *txnState) unwatches() bool {
 	for _, q := range t.queued {
 		if q.spec == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// scripts reports whether a script is queued.
+func (t *txnState) scripts() bool {
+	for _, q := range t.queued {
+		if q.script {
 			return true
 		}
 	}
@@ -220,6 +245,10 @@ func cmdExec(s *Server, c *client, _ [][]byte) outcome {
 	defer c.txn.reset()
 	if c.txn.dirty {
 		c.rep.error(kv.ErrExecAbort)
+		return cmdOK
+	}
+	if c.txn.scripts() {
+		s.execScripts(c)
 		return cmdOK
 	}
 	t, n := c.txn.build(c.memo.resp3)
@@ -344,4 +373,67 @@ func (s *Server) runCommand(req engine.Request) (reply string, errText string) {
 		return "", engineErrorText(res[0].Err)
 	}
 	return res[0].Reply, ""
+}
+
+// execScripts runs a transaction that holds scripts: every queued command
+// runs in order on one copy of the transaction's keys, and the writes of
+// all of them apply as one set of effects (Server.onOverlay), so the
+// transaction is atomic as a whole, as in Redis.
+func (s *Server) execScripts(c *client) {
+	resp3 := c.memo.resp3
+	var keys [][]byte
+	for _, w := range c.txn.watches {
+		keys = append(keys, w.Key)
+	}
+	for _, q := range c.txn.queued {
+		switch {
+		case q.spec != nil:
+			keys = append(keys, q.spec.KeysOf(q.args)...)
+		case q.script:
+			if first, last, _ := lookup(appendLower(nil, q.args[0])).keyRange(q.args); first > 0 {
+				keys = append(keys, q.args[first:last+1]...)
+			}
+		}
+	}
+	st := s.scriptsOf()
+	run := st.start(keys)
+	defer st.remove(run)
+	queued := c.txn.queued
+	s.onOverlay(c, keys, c.txn.watches, func(ov *kv.Overlay, out []byte) []byte {
+		w := kv.Writer{B: out, RESP3: resp3}
+		w.Array(len(queued))
+		out = w.B
+		for _, q := range queued {
+			switch {
+			case q.spec != nil:
+				out = kv.New(q.spec, q.args, resp3).Exec(ov, out)
+			case q.script:
+				out = s.queuedScript(ov, run, q.args, resp3, out)
+			default: // UNWATCH
+				out = append(out, "+OK\r\n"...)
+			}
+		}
+		return out
+	})
+}
+
+// queuedScript runs a queued EVAL-family command: its numkeys and script
+// are checked now, as Redis checks them when EXEC runs it.
+func (s *Server) queuedScript(ov *kv.Overlay, run *scriptRun, args [][]byte, resp3 bool, out []byte) []byte {
+	name := string(appendLower(nil, args[0]))
+	bySHA := name == "evalsha" || name == "evalsha_ro"
+	ro := name == "eval_ro" || name == "evalsha_ro"
+	fail := func(text string) []byte { return append(append(append(out, '-'), text...), '\r', '\n') }
+	n, ok := values.ParseInt(args[2])
+	switch {
+	case !ok:
+		return fail(errNotInteger)
+	case n < 0:
+		return fail("ERR Number of keys can't be negative")
+	case n > int64(len(args)-3):
+		return fail("ERR Number of keys can't be greater than number of args")
+	case bySHA && !s.scriptsOf().cache.Exists(strings.ToLower(string(args[1]))):
+		return fail(script.ErrNoScript)
+	}
+	return s.runScript(ov, run, args, bySHA, ro, resp3, out)
 }
