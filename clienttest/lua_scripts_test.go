@@ -14,9 +14,9 @@ import (
 )
 
 // Issue 21: limiter scripts in use run on rlserver unchanged and answer as
-// a real Redis 7 does. TestLuaLimiterScripts runs each script as its
-// project ships it through SCRIPT LOAD + EVALSHA and EVAL, on a fresh
-// redis-server (Debian's, started by the test) and on rlserver, over raw
+// a real Redis 7 does. TestLuaLimiterScripts runs each script, in the
+// shape limiter projects use, through SCRIPT LOAD + EVALSHA and EVAL, on
+// a fresh redis-server (Debian's, started by the test) and on rlserver, over raw
 // RESP connections in RESP2 and RESP3, with the clock passed in ARGV so
 // both servers compute the same, and compares every reply exactly, then
 // the keys the script left. Scripts that read TIME are compared field by
@@ -30,159 +30,140 @@ import (
 // whose wording is gopher-lua's, and the order of a Lua table's hash part
 // (a {map=...} of several fields, cjson of an object of several fields).
 //
-// The scripts below are typed in from their projects' public sources, as
-// the projects ship them (licences: Spring Cloud Gateway Apache-2.0,
-// Losant/redis-gcra and rwz/redis-gcra MIT); they are test data, run
-// unchanged, not rlserver code.
+// The three limiter scripts below (scgRateLimiterLua, losantGCRALua,
+// rwzGCRALua) are rlserver's own implementations, written for this test,
+// of the algorithms and script interfaces that Spring Cloud Gateway,
+// Losant/redis-gcra and rwz/redis-gcra publish (keys, ARGV, the reply's
+// shape and what is stored); they are not those projects' source text.
 
-// scgRateLimiterLua is Spring Cloud Gateway's request_rate_limiter.lua
-// (spring-cloud-gateway-server/src/main/resources/META-INF/scripts/,
-// the token bucket behind RedisRateLimiter): two string keys written
-// with SETEX, the clock in ARGV[3] or, when that is not a number, TIME.
-const scgRateLimiterLua = `redis.replicate_commands()
+// scgRateLimiterLua is a token bucket with the interface of Spring Cloud
+// Gateway's RedisRateLimiter script: KEYS are the tokens key and the
+// timestamp key, ARGV rate (tokens per second), capacity, now (seconds;
+// when it is not a number, TIME's seconds) and the tokens requested. Both
+// keys are written with SETEX for twice the time the bucket takes to
+// fill (not at all when that rounds down to 0 s); the reply is {allowed
+// 0/1, tokens left}, the tokens truncated to an integer by the reply.
+const scgRateLimiterLua = `-- token bucket: KEYS tokens, timestamp; ARGV rate, capacity, now, requested
+local bucket_key, clock_key = KEYS[1], KEYS[2]
+local per_second = tonumber(ARGV[1])
+local size       = tonumber(ARGV[2])
+local want       = tonumber(ARGV[4])
 
-local tokens_key = KEYS[1]
-local timestamp_key = KEYS[2]
-
-local rate = tonumber(ARGV[1])
-local capacity = tonumber(ARGV[2])
-local now = tonumber(ARGV[3]) or redis.call('TIME')[1]
-local requested = tonumber(ARGV[4])
-
-local fill_time = capacity / rate
-local ttl = math.floor(fill_time * 2)
-
-local last_tokens = tonumber(redis.call("get", tokens_key)) or capacity
-local last_refreshed = tonumber(redis.call("get", timestamp_key)) or 0
-
-local delta = math.max(0, now-last_refreshed)
-local filled_tokens = math.min(capacity, last_tokens+(delta*rate))
-local allowed = filled_tokens >= requested
-local new_tokens = allowed and filled_tokens - requested or filled_tokens
-
-if ttl > 0 then
-  redis.call("setex", tokens_key, ttl, new_tokens)
-  redis.call("setex", timestamp_key, ttl, now)
+local at = tonumber(ARGV[3])
+if at == nil then
+  local clock = redis.call('TIME')
+  at = tonumber(clock[1])
 end
 
-return { allowed and 1 or 0, new_tokens }`
+-- keep the keys twice as long as an empty bucket takes to fill up
+local keep_for = math.floor(2 * (size / per_second))
 
-// losantGCRALua is Losant/redis-gcra's lib/gcra.lua (the npm package
-// redis-gcra): GCRA keeping the theoretical arrival time in a string,
-// the clock (ms) in ARGV[1]. It does arithmetic on ARGV strings as
-// shipped (Lua's string coercion).
-const losantGCRALua = `local rate_limit_key = KEYS[1]
-local now            = ARGV[1]
-local burst          = ARGV[2]
-local rate           = ARGV[3]
-local period         = ARGV[4]
-local cost           = ARGV[5]
+local level = tonumber(redis.call('GET', bucket_key))
+if level == nil then
+  level = size
+end
+local seen = tonumber(redis.call('GET', clock_key))
+if seen == nil then
+  seen = 0
+end
 
-local emission_interval = period / rate
-local increment         = emission_interval * cost
-local burst_offset      = emission_interval * burst
+local waited = at - seen
+if waited < 0 then
+  waited = 0 -- the clock went back: add nothing
+end
+level = math.min(size, level + waited * per_second)
 
-local tat = redis.call("GET", rate_limit_key)
+local ok = 0
+if level >= want then
+  level = level - want
+  ok = 1
+end
 
-if not tat then
+if keep_for > 0 then
+  redis.call('SETEX', bucket_key, keep_for, level)
+  redis.call('SETEX', clock_key, keep_for, at)
+end
+
+return {ok, level}`
+
+// losantGCRALua is a GCRA with the interface of Losant/redis-gcra: KEYS[1]
+// holds the theoretical arrival time (ms) as a float string, set with PX
+// until it is reached; ARGV are now (ms), burst, rate, period (ms) and
+// cost (0 peeks without writing). The reply is {limited 0/1, remaining,
+// retry_in ms (-1 when the cost can never fit the burst), reset_in ms}.
+const losantGCRALua = `-- GCRA: KEYS[1] holds the TAT (ms); ARGV now, burst, rate, period, cost
+local k = KEYS[1]
+local t_now  = tonumber(ARGV[1])
+local bursts = tonumber(ARGV[2])
+local count  = tonumber(ARGV[3])
+local span   = tonumber(ARGV[4])
+local weight = tonumber(ARGV[5])
+
+local step  = span / count     -- ms between requests at the steady rate
+local need  = step * weight    -- how far this request pushes the TAT
+local ahead = step * bursts    -- how far the TAT may run ahead of now
+
+local tat = tonumber(redis.call('GET', k))
+if tat == nil or tat < t_now then
+  tat = t_now
+end
+
+local next_tat = tat + need
+local margin = t_now - (next_tat - ahead)
+
+if margin < 0 then
+  local left = math.floor((t_now - (tat - ahead)) / step)
+  if left < 0 then left = 0 end
+  local retry = math.ceil(-margin)
+  if need > ahead then retry = -1 end
+  return {1, left, retry, math.ceil(tat - t_now)}
+end
+
+local reset = math.ceil(next_tat - t_now)
+if need > 0 then
+  redis.call('SET', k, next_tat, 'PX', reset)
+end
+return {0, math.floor(margin / step), 0, reset}`
+
+// rwzGCRALua is a GCRA with the interface of rwz/redis-gcra, on Redis's
+// clock (TIME, seconds and microseconds, counted from 2023-11-14 so the
+// float keeps its microseconds): KEYS[1] holds the theoretical arrival
+// time in seconds, set with EX; ARGV are burst, rate, period (s) and cost,
+// used as strings in the arithmetic (Lua's coercion). The reply is
+// {limited 0/1, remaining, retry_after, reset_after}, the times as
+// strings of seconds, retry_after "-1" when the request is allowed or can
+// never fit the burst.
+const rwzGCRALua = `-- GCRA on TIME: KEYS[1] holds the TAT (s); ARGV burst, rate, period, cost
+local slot = KEYS[1]
+local burst, rate, period, cost = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+
+local clock = redis.call('TIME')
+local now = (clock[1] - 1700000000) + clock[2] / 1000000
+
+local gap      = period / rate
+local push     = gap * cost
+local headroom = gap * burst
+
+local tat = tonumber(redis.call('GET', slot))
+if tat == nil or tat < now then
   tat = now
-else
-  tat = tonumber(tat)
 end
-tat = math.max(tat, now)
+local pushed = tat + push
+local spare = now - (pushed - headroom)
 
-local new_tat = tat + increment
-local allow_at = new_tat - burst_offset
-local diff = now - allow_at
-
-local limited
-local retry_in
-local reset_in
-
-local remaining = math.floor(diff / emission_interval) -- poor man's round
-
-if remaining < 0 then
-  limited = 1
-  -- calculate how many tokens there actually are, since
-  -- remaining is how many there would have been if we had been able to limit
-  -- and we did not limit
-  remaining = math.floor((now - (tat - burst_offset)) / emission_interval)
-  reset_in = math.ceil(tat - now)
-  retry_in = math.ceil(diff * -1)
-elseif remaining == 0 and increment <= 0 then
-  -- request with cost of 0
-  -- cost of 0 with remaining 0 is still limited
-  limited = 1
-  remaining = 0
-  reset_in = math.ceil(tat - now)
-  retry_in = 0 -- retry in is meaningless when cost is 0
-else
-  limited = 0
-  reset_in = math.ceil(new_tat - now)
-  retry_in = 0
-  if increment > 0 then
-    redis.call("SET", rate_limit_key, new_tat, "PX", reset_in)
-  end
+if spare < 0 then
+  local left = math.floor((now - (tat - headroom)) / gap)
+  if left < 0 then left = 0 end
+  local wait = -spare
+  if push > headroom then wait = -1 end
+  return {1, left, tostring(wait), tostring(tat - now)}
 end
 
-return {limited, remaining, retry_in, reset_in, tostring(diff), tostring(emission_interval)}`
-
-// rwzGCRALua is rwz/redis-gcra's vendor/perform_gcra_ratelimit.lua (the
-// Ruby gem redis-gcra): the same algorithm on Redis's clock (TIME, in
-// seconds with microseconds), answering times as strings.
-const rwzGCRALua = `-- this script has side-effects, so it requires replicate commands mode
-redis.replicate_commands()
-
-local rate_limit_key = KEYS[1]
-local burst = ARGV[1]
-local rate = ARGV[2]
-local period = ARGV[3]
-local cost = ARGV[4]
-
-local emission_interval = period / rate
-local increment = emission_interval * cost
-local burst_offset = emission_interval * burst
-local now = redis.call("TIME")
-
--- redis returns time as an array containing two integers: seconds of the epoch
--- time and microseconds. for convenience we need to convert them to float
--- point number
-now = now[1] + now[2] / 1000000
-
-local tat = redis.call("GET", rate_limit_key)
-
-if not tat then
-  tat = now
-else
-  tat = tonumber(tat)
+local until_reset = pushed - now
+if push > 0 then
+  redis.call('SET', slot, pushed, 'EX', math.ceil(until_reset))
 end
-
-local new_tat = math.max(tat, now) + increment
-
-local allow_at = new_tat - burst_offset
-local diff = now - allow_at
-
-local limited
-local remaining
-local retry_after
-local reset_after
-
-if diff < 0 then
-  limited = 1
-  remaining = 0
-  reset_after = tat - now
-  retry_after = diff * -1
-else
-  local ttl = new_tat - now
-  redis.call("SET", rate_limit_key, new_tat, "EX", math.ceil(ttl))
-  local next_in = burst_offset - ttl
-  remaining = math.floor(next_in / emission_interval + 0.5)
-  reset_after = ttl
-  retry_after = -1
-  limited = 0
-end
-
-return {limited, remaining, tostring(retry_after), tostring(reset_after)}
+return {0, math.floor(spare / gap), tostring(-1), tostring(until_reset)}
 `
 
 // articleTokenBucketLua is the token bucket of the background article
