@@ -131,3 +131,43 @@ func TestLuaScriptKill(t *testing.T) {
 		b.do(respCommand("GET", "k"), "$-1\r\n")
 	})
 }
+
+// TestLimiterInMulti: limiter commands and a script queued in MULTI run in
+// order on one copy of their keys and apply as one set of effects: the
+// replies are those of running them one after the other, and the state
+// after EXEC is theirs.
+func TestLimiterInMulti(t *testing.T) {
+	s := start(t, opts{})
+	c := s.raw(t)
+	c.send(respCommand("MULTI"))
+	if v := c.read(); v.str != "OK" {
+		t.Fatalf("MULTI: %+v", v)
+	}
+	for _, cmd := range [][]string{
+		{"RL.ALLOW", "m", "2", "0.001"}, {"INCR", "cnt"}, {"RL.ALLOW", "m", "2", "0.001"},
+		{"EVAL", "return redis.call('rl.allow', KEYS[1], 2, 0.001)", "1", "m"},
+	} {
+		c.send(respCommand(cmd...))
+		if v := c.read(); v.str != "QUEUED" {
+			t.Fatalf("%v: %+v, want QUEUED", cmd, v)
+		}
+	}
+	c.send(respCommand("EXEC"))
+	v := c.read()
+	if v.kind != '*' || len(v.elems) != 4 {
+		t.Fatalf("EXEC: %+v", v)
+	}
+	allowed := func(e value) int64 {
+		if len(e.elems) != 4 {
+			return -1
+		}
+		return e.elems[0].num
+	}
+	if allowed(v.elems[0]) != 1 || v.elems[1].num != 1 || allowed(v.elems[2]) != 1 || allowed(v.elems[3]) != 0 {
+		t.Fatalf("EXEC replies %+v: want allowed, 1, allowed, denied", v.elems)
+	}
+	c.send(respCommand("RL.PEEK", "m", "2", "0.001"))
+	if v := c.read(); allowed(v) != 0 {
+		t.Fatalf("RL.PEEK after EXEC: %+v, want the bucket empty", v)
+	}
+}

@@ -46,9 +46,10 @@ func (t *txnState) show() {
 var scriptCommands = map[string]bool{"eval": true, "evalsha": true, "eval_ro": true, "evalsha_ro": true}
 
 type queuedCmd struct {
-	script bool     // an EVAL-family command (spec nil)
-	spec   *kv.Spec // nil: UNWATCH, whose reply in EXEC's is +OK
-	args   [][]byte // copied out of the connection's buffer
+	script  bool     // an EVAL-family command (spec nil)
+	limiter *command // a limiter command (spec nil)
+	spec    *kv.Spec // nil: UNWATCH (whose reply in EXEC's is +OK), a script or a limiter command
+	args    [][]byte // copied out of the connection's buffer
 }
 
 // reset ends the transaction and forgets the watched keys.
@@ -96,8 +97,12 @@ func (s *Server) queue(c *client, args [][]byte) {
 	}
 	spec, ok := kv.Lookup(args[0])
 	isScript := scriptCommands[string(appendLower(nil, args[0]))]
-	if !ok && !isScript {
-		s.refuse(c, "ERR Command not allowed inside a transaction: "+string(args[0])+" is not a data command")
+	var limiter *command
+	if cmd := lookup(appendLower(nil, args[0])); !ok && !isScript && cmd != nil && cmd.batch != nil && cmd.render != nil {
+		limiter = cmd // RL.ALLOW, CL.THROTTLE...: run on the copy (execScripts)
+	}
+	if !ok && !isScript && limiter == nil {
+		s.refuse(c, "ERR Command not allowed inside a transaction: "+string(args[0])+" is not a data, limiter or script command")
 		return
 	}
 	if s.router != nil {
@@ -126,7 +131,7 @@ func (s *Server) queue(c *client, args [][]byte) {
 		buf = append(buf, a...)
 		cp[i] = buf[len(buf)-len(a) : len(buf) : len(buf)]
 	}
-	c.txn.queued = append(c.txn.queued, queuedCmd{spec: spec, args: cp, script: isScript})
+	c.txn.queued = append(c.txn.queued, queuedCmd{spec: spec, args: cp, script: isScript, limiter: limiter})
 	c.txn.show()
 	c.pending = append(c.pending, pendingReply{status: "QUEUED"})
 }
@@ -165,10 +170,11 @@ func (t *txnState) unwatches() bool {
 	return false
 }
 
-// scripts reports whether a script is queued.
+// scripts reports whether a script or a limiter command is queued: the
+// transaction then runs on a copy of its keys (execScripts).
 func (t *txnState) scripts() bool {
 	for _, q := range t.queued {
-		if q.script {
+		if q.script || q.limiter != nil {
 			return true
 		}
 	}
@@ -389,9 +395,11 @@ func (s *Server) execScripts(c *client) {
 		switch {
 		case q.spec != nil:
 			keys = append(keys, q.spec.KeysOf(q.args)...)
-		case q.script:
-			if first, last, _ := lookup(appendLower(nil, q.args[0])).keyRange(q.args); first > 0 {
-				keys = append(keys, q.args[first:last+1]...)
+		case q.script || q.limiter != nil:
+			if first, last, step := lookup(appendLower(nil, q.args[0])).keyRange(q.args); first > 0 {
+				for i := first; i <= last && i < len(q.args); i += step {
+					keys = append(keys, q.args[i])
+				}
 			}
 		}
 	}
@@ -409,6 +417,9 @@ func (s *Server) execScripts(c *client) {
 				out = kv.New(q.spec, q.args, resp3).Exec(ov, out)
 			case q.script:
 				out = s.queuedScript(ov, run, q.args, resp3, out)
+			case q.limiter != nil:
+				sc := &scriptCaller{s: s, ov: ov, run: run.run, slot: -1}
+				out = append(out, sc.limiter(q.limiter, q.args, resp3)...)
 			default: // UNWATCH
 				out = append(out, "+OK\r\n"...)
 			}
