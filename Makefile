@@ -91,6 +91,19 @@ bench-compare:
 bench-kv:
 	GO="$(GO)" $(GO) run ./bench/kvcompare $(ARGS)
 
+# The Lua token-bucket limiter teams run on Redis today
+# (bench/kvcompare/token_bucket.lua: HMGET, HSET, PEXPIRE, the caller's
+# clock), loaded by SCRIPT LOAD and called by EVALSHA on rlserver and on
+# redis-server 7, and RL.ALLOW on rlserver with the same capacity and
+# rate, at -P 1 and -P 32, 50 connections, random keys out of 100k,
+# rotating rounds; then the keys read back and the same calls with the
+# clock given compared between the servers (kvcompare -scripts). Builds
+# rlserver from this checkout; needs redis-server. About two minutes;
+# ARGS='-rounds 3', ARGS=-smoke (seconds) etc.
+.PHONY: bench-lua
+bench-lua:
+	GO="$(GO)" $(GO) run ./bench/kvcompare -scripts $(ARGS)
+
 # The disk-fault tests repeated: 20 follower disk faults, 5 of the
 # window after one, 5 leader disk faults (clienttest/diskfault_test.go;
 # needs root for tmpfs). About two minutes.

@@ -21,15 +21,16 @@ type pattern struct {
 	unit   string // what one operation is
 	prefix string // of its keys: prefix + decimal key number
 	multi  bool   // MULTI, INCR, EXPIRE, EXEC; else INCRBY n, EXPIRE
+	call   call   // -scripts: EVALSHA of the token bucket or RL.ALLOW
 }
 
 var (
 	// envoy's ratelimit service (its Redis backend, radix client) sends
 	// INCRBY key hits and EXPIRE key s for each descriptor, pipelined.
-	envoy = pattern{"INCRBY+EXPIRE", "pairs/s", "envoy:", false}
+	envoy = pattern{name: "INCRBY+EXPIRE", unit: "pairs/s", prefix: "envoy:"}
 	// Rack::Attack, Laravel and many hand-written limiters: INCR and
 	// EXPIRE in a transaction.
-	seeds = pattern{"MULTI INCR EXPIRE EXEC", "tx/s", "tx:", true}
+	seeds = pattern{name: "MULTI INCR EXPIRE EXEC", unit: "tx/s", prefix: "tx:", multi: true}
 )
 
 // tally counts what the generator added to each key of one pattern on
@@ -50,6 +51,7 @@ type load struct {
 	duration time.Duration // the measured window
 	tally    tally
 	seed     uint64
+	bucket   *bucket // -scripts: the script's SHA1 and the bucket's parameters
 }
 
 // loadResult is a run's measured window: operations completed, its
@@ -62,6 +64,11 @@ type loadResult struct {
 	genCPU  time.Duration
 	trips   int64 // round trips in the whole run
 	reads   int64 // socket reads in the whole run
+	// -scripts, over the whole run: error replies (the first one's text)
+	// and calls denied.
+	errs     int64
+	firstErr string
+	denied   int64
 }
 
 func (r loadResult) rate() float64 { return float64(r.ops) / r.elapsed.Seconds() }
@@ -110,11 +117,17 @@ func (l load) run(ctx context.Context) (loadResult, error) {
 		stop.Store(true)
 	}
 	var wg sync.WaitGroup
+	workers := make([]*worker, len(conns))
 	for i, c := range conns {
-		w := worker{load: &l, c: c, rng: rand.New(rand.NewPCG(l.seed, uint64(i)))}
+		w := &worker{load: &l, c: c, rng: rand.New(rand.NewPCG(l.seed, uint64(i)))}
+		workers[i] = w
+		rt := w.roundTrip
+		if l.pat.call != callNone {
+			rt = w.callTrip
+		}
 		wg.Go(func() {
 			for !stop.Load() {
-				if err := w.roundTrip(); err != nil {
+				if err := rt(); err != nil {
 					fail(err)
 					return
 				}
@@ -161,6 +174,13 @@ func (l load) run(ctx context.Context) (loadResult, error) {
 	for _, c := range conns {
 		res.reads += c.Reads
 	}
+	for _, w := range workers {
+		res.errs += w.errs
+		res.denied += w.denied
+		if res.firstErr == "" {
+			res.firstErr = w.firstErr
+		}
+	}
 	return res, nil
 }
 
@@ -173,6 +193,10 @@ type worker struct {
 	adds  []int64
 	key   []byte
 	ttlB  []byte
+	// -scripts
+	errs     int64
+	firstErr string
+	denied   int64
 }
 
 // roundTrip sends depth operations in one write and reads and checks

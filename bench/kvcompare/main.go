@@ -5,6 +5,17 @@
 //	go run ./bench/kvcompare               # builds rlserver from this checkout
 //	go run ./bench/kvcompare -rlserver /tmp/rlserver -duration 5s -rounds 5
 //	go run ./bench/kvcompare -smoke        # seconds: tiny counts, same checks
+//	go run ./bench/kvcompare -scripts      # make bench-lua: the Lua token bucket
+//
+// -scripts (issue 21, "Figures to report") measures instead the token
+// bucket teams run on Redis as a Lua script (token_bucket.lua: HMGET,
+// HSET, PEXPIRE, the caller's clock), loaded by SCRIPT LOAD on both
+// servers and called by EVALSHA, and RL.ALLOW on rlserver with the same
+// capacity and rate, at each depth on random keys out of 100,000 by
+// default, the three targets in rotating rounds; error replies are
+// counted, every reply is range-checked, the keys are read back (tokens
+// within the capacity), and the same calls with the clock given are sent
+// to both servers, whose replies and hashes must be equal (scripts.go).
 //
 // It starts redis-server and rlserver, each with its default settings
 // (rlserver saves snapshots to a temporary folder every second, Redis
@@ -42,6 +53,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -67,6 +79,9 @@ type config struct {
 	rounds                int
 	warmup, duration      time.Duration
 	verifyKeys, memKeys   int
+	scripts               bool    // -scripts: the Lua token bucket and RL.ALLOW
+	capacity              int64   // -scripts: the bucket's capacity
+	rate                  float64 // -scripts: tokens per second
 	timeout               time.Duration
 	progress              io.Writer // progress lines (stderr)
 }
@@ -78,8 +93,18 @@ func defaults() config {
 		conns: 50, keys: 1_000_000, ttl: 3600, depths: []int{1, 32},
 		rounds: 5, warmup: time.Second, duration: 2 * time.Second,
 		verifyKeys: 20_000, memKeys: 1_000_000, timeout: 10 * time.Minute,
+		capacity: 100, rate: 10,
 		progress: os.Stderr,
 	}
+}
+
+// scriptsDefaults is -scripts' full run: random keys out of 100k (a
+// warm-up fills most of them, so the script mostly updates a bucket, as a
+// limiter's hot keys do), a bucket of 100 refilled at 10/s (the script's
+// keys live 11 s), no memory phase.
+func scriptsDefaults(cfg config) config {
+	cfg.scripts, cfg.keys, cfg.memKeys = true, 100_000, 0
+	return cfg
 }
 
 func smoke(cfg config) config {
@@ -93,15 +118,28 @@ func main() {
 	// -smoke changes the defaults the other flags start from, so it is
 	// read first; flags given explicitly still win.
 	def := defaults()
-	for _, a := range os.Args[1:] {
-		if a == "--" {
-			break
+	isSet := func(name string) bool {
+		for _, a := range os.Args[1:] {
+			if a == "--" {
+				break
+			}
+			if v, ok := strings.CutPrefix(strings.TrimLeft(a, "-"), name); ok && (v == "" || v == "=true" || v == "=1") {
+				return true
+			}
 		}
-		if v, ok := strings.CutPrefix(strings.TrimLeft(a, "-"), "smoke"); ok && (v == "" || v == "=true" || v == "=1") {
-			def = smoke(def)
-		}
+		return false
+	}
+	// -scripts too.
+	if isSet("scripts") {
+		def = scriptsDefaults(def)
+	}
+	if isSet("smoke") {
+		def = smoke(def)
 	}
 	cfg := def
+	flag.Bool("scripts", false, "measure the Lua token bucket (bench/kvcompare/token_bucket.lua) by EVALSHA on both servers and RL.ALLOW on rlserver instead of the data commands (make bench-lua); keys default to 100,000, no memory phase")
+	flag.Int64Var(&cfg.capacity, "capacity", def.capacity, "-scripts: the bucket's capacity, tokens")
+	flag.Float64Var(&cfg.rate, "rate", def.rate, "-scripts: the bucket's refill rate, tokens per second")
 	flag.Bool("smoke", false, "tiny counts (4 connections, 300 keys, 0.2 s runs, 3,000 counters for memory), every key checked: seconds, for tests")
 	flag.StringVar(&cfg.rlserver, "rlserver", "", "path to a built rlserver binary (empty: go build ./cmd/rlserver from this checkout into the temporary folder)")
 	flag.StringVar(&cfg.redisServer, "redis-server", def.redisServer, "redis-server binary")
@@ -168,6 +206,8 @@ func (cfg config) check() error {
 		return fmt.Errorf("-duration must be positive, -warmup not negative")
 	case cfg.verifyKeys < 0 || cfg.memKeys < 0 || cfg.memKeys > 50_000_000:
 		return fmt.Errorf("-verify-keys must not be negative, -mem-keys in [0, 50000000]")
+	case cfg.capacity < 1 || !(cfg.rate > 0) || math.IsInf(cfg.rate, 0):
+		return fmt.Errorf("-capacity must be at least 1, -rate positive")
 	}
 	return nil
 }
@@ -238,6 +278,13 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	// Phase 1: throughput.
 	srv, err := startBoth(cfg, tmp, "run")
 	if err != nil {
+		return rep, err
+	}
+	if cfg.scripts {
+		err := runScripts(ctx, cfg, rep, srv)
+		for s := range srv {
+			srv[s].Stop()
+		}
 		return rep, err
 	}
 	tallies := [2]map[string]tally{}

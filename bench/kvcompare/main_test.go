@@ -160,3 +160,79 @@ func serverIndex(name string) int {
 	}
 	return -1
 }
+
+// TestScriptsSmoke runs make bench-lua's driver (-scripts) in its -smoke
+// mode against both servers: the token-bucket script by EVALSHA on
+// rlserver and Redis and RL.ALLOW on rlserver. No call may get an error
+// reply, every reply the generator read is in range (it ends the run
+// otherwise), the keys read back hold tokens within the capacity, and the
+// same calls with the clock given answer the same on both servers and
+// leave the same hashes. Rates are not checked: this machine is shared.
+func TestScriptsSmoke(t *testing.T) {
+	needRedis(t)
+	cfg := smokeConfig(t)
+	cfg.scripts, cfg.memKeys = true, 0
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.failed(); err != nil {
+		t.Error(err)
+	}
+	if len(rep.cases) != len(cfg.depths) {
+		t.Fatalf("%d cases, want %d", len(rep.cases), len(cfg.depths))
+	}
+	for _, c := range rep.cases {
+		for tg := range scriptTargets {
+			runs, name := *c.of(tg), scriptTargets[tg].name
+			if c.warmErrs[tg] != 0 {
+				t.Errorf("%s -P %d: %d error replies in the warm-up, the first %q", name, c.depth, c.warmErrs[tg], c.warmFirst[tg])
+			}
+			if len(runs) != cfg.rounds {
+				t.Errorf("%s -P %d: %d runs, want %d", name, c.depth, len(runs), cfg.rounds)
+			}
+			for _, r := range runs {
+				if r.ops <= 0 || r.errs != 0 || r.denied < 0 || r.denied > r.all {
+					t.Errorf("%s -P %d: a run of %d calls (%d measured) with %d denied and %d error replies (%q)",
+						name, c.depth, r.all, r.ops, r.denied, r.errs, r.firstErr)
+				}
+			}
+		}
+	}
+	sr := rep.scripts
+	if sr == nil {
+		t.Fatal("no script checks in the report")
+	}
+	for tg, kc := range sr.keys {
+		// Smoke mode reads every key back; the script's keys live 11 s
+		// after a call (RL.ALLOW's only until the bucket is full again,
+		// which may be 0.1 s: they need not be present).
+		if kc.keys != cfg.keys || kc.called == 0 || kc.present == 0 && tg != 2 || len(kc.bad) > 0 ||
+			kc.tokens < 0 || kc.tokens > float64(kc.present)*float64(cfg.capacity) {
+			t.Errorf("%s: %d keys read back (want %d), %d called, %d present holding %g tokens, wrong: %v",
+				scriptTargets[tg].name, kc.keys, cfg.keys, kc.called, kc.present, kc.tokens, kc.bad)
+		}
+	}
+	// 6 buckets of 60 calls; costs up to 7 drain them, so some calls are
+	// denied whatever the machine's speed.
+	if sr.seq.calls != 360 || sr.seq.denied == 0 || sr.seq.denied == sr.seq.calls || len(sr.seq.diffs) > 0 {
+		t.Errorf("the call sequence: %d calls, %d denied, differences %v", sr.seq.calls, sr.seq.denied, sr.seq.diffs)
+	}
+	if !sr.exists[0] || !sr.exists[1] {
+		t.Errorf("SCRIPT EXISTS after the run: rlserver %v, Redis %v", sr.exists[0], sr.exists[1])
+	}
+	var out strings.Builder
+	rep.print(&out)
+	for _, want := range []string{"| -P 1 |", "| -P 32 |", "checked rlserver EVALSHA:", "checked Redis EVALSHA:", "checked rlserver RL.ALLOW:", "hashes left: identical"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report has no %q:\n%s", want, out.String())
+		}
+	}
+	for _, bad := range []string{"DIFFER", "WRONG"} {
+		if strings.Contains(out.String(), bad) {
+			t.Errorf("the report has %q:\n%s", bad, out.String())
+		}
+	}
+}

@@ -19,6 +19,20 @@ type caseResult struct {
 	pat   pattern
 	depth int
 	runs  [2][]loadResult
+	// -scripts: runs[0] and runs[1] are EVALSHA on rlserver and Redis,
+	// allow RL.ALLOW on rlserver (see scriptTargets); error replies in
+	// each target's warm-up, the first one's text
+	allow     []loadResult
+	warmErrs  [3]int64
+	warmFirst [3]string
+}
+
+// of is the runs of scriptTargets[t].
+func (c *caseResult) of(t int) *[]loadResult {
+	if t == 2 {
+		return &c.allow
+	}
+	return &c.runs[t]
 }
 
 // report is everything a run measured.
@@ -29,6 +43,7 @@ type report struct {
 	cases              []caseResult
 	verified           []verified
 	mem                [2]*memResult
+	scripts            *scriptResult // -scripts
 }
 
 // summary is a case's runs on one server: the median rate, its spread
@@ -85,6 +100,7 @@ func (r *report) failed() error {
 			errs = append(errs, fmt.Errorf("%s, %s: %d of %d keys read back differ from what the generator wrote", v.server, v.pat.name, len(v.mismatch), v.keys))
 		}
 	}
+	errs = append(errs, r.scriptsFailed()...)
 	for s, m := range r.mem {
 		if m != nil && m.dbsize != int64(m.keys) {
 			errs = append(errs, fmt.Errorf("%s: DBSIZE %d after loading %d counters", serverNames[s], m.dbsize, m.keys))
@@ -96,6 +112,10 @@ func (r *report) failed() error {
 // print writes the table (Markdown, so it pastes into docs).
 func (r *report) print(w io.Writer) {
 	cfg := r.cfg
+	if cfg.scripts {
+		r.printScripts(w)
+		return
+	}
 	fmt.Fprintln(w, "# kvcompare: rlserver's data commands against Redis, side by side")
 	for _, l := range r.machine {
 		fmt.Fprintln(w, l)
