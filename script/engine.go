@@ -95,7 +95,10 @@ type Engine struct {
 	mu      sync.RWMutex
 	scripts map[string]*lua.FunctionProto
 
-	states sync.Pool // *state
+	// states are idle interpreters, kept across garbage collections (a
+	// sync.Pool would drop them at every one, and building one costs more
+	// than a run).
+	states chan *state
 
 	randMu sync.Mutex
 	rand   lrand48
@@ -103,7 +106,7 @@ type Engine struct {
 
 // New returns an empty script cache.
 func New() *Engine {
-	e := &Engine{scripts: map[string]*lua.FunctionProto{}}
+	e := &Engine{scripts: map[string]*lua.FunctionProto{}, states: make(chan *state, 64)}
 	e.rand.x = [3]uint32{0x330E, 0xABCD, 0x1234} // where Redis's rand.c starts (math.random is not reseeded per script in 7.0)
 	return e
 }
@@ -315,8 +318,10 @@ func (e *Engine) run(ctx context.Context, sha string, p *lua.FunctionProto, keys
 	if o == nil {
 		o = &Options{}
 	}
-	st, _ := e.states.Get().(*state)
-	if st == nil {
+	var st *state
+	select {
+	case st = <-e.states:
+	default:
 		st = e.newState()
 	}
 	L := st.L
@@ -348,7 +353,10 @@ func (e *Engine) run(ctx context.Context, sha string, p *lua.FunctionProto, keys
 	st.globals.RawSetString("KEYS", lua.LNil)
 	st.globals.RawSetString("ARGV", lua.LNil)
 	L.SetTop(0)
-	e.states.Put(st)
+	select {
+	case e.states <- st:
+	default: // enough idle interpreters
+	}
 	return reply, err
 }
 

@@ -52,6 +52,7 @@ type scriptState struct {
 	mu      sync.Mutex
 	running map[*scriptRun]struct{}
 	n       atomic.Int32 // len(running), read without the lock
+	busy    atomic.Int32 // running scripts past busy-reply-threshold, as of the last tick (watchBusy)
 }
 
 type scriptRun struct {
@@ -107,10 +108,13 @@ func (s *Server) scriptsOf() *scriptState {
 		return st
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	if !s.scripts.CompareAndSwap(nil, &scriptState{ctx: ctx, stop: stop, cache: script.New(), running: map[*scriptRun]struct{}{}}) {
+	st := &scriptState{ctx: ctx, stop: stop, cache: script.New(), running: map[*scriptRun]struct{}{}}
+	if !s.scripts.CompareAndSwap(nil, st) {
 		stop()
+		return s.scripts.Load()
 	}
-	return s.scripts.Load()
+	go st.watchBusy()
+	return st
 }
 
 func (s *Server) eval(c *client, args [][]byte, bySHA, ro bool) {
@@ -376,6 +380,34 @@ func (st *scriptState) add(r *scriptRun) {
 	st.mu.Unlock()
 }
 
+// watchBusy counts the scripts past busy-reply-threshold every 10 ms, so
+// that the commands of a server with no busy script pay one atomic load
+// for the check (busyOn).
+func (st *scriptState) watchBusy() {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-st.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if st.n.Load() == 0 {
+			st.busy.Store(0)
+			continue
+		}
+		n := int32(0)
+		st.mu.Lock()
+		for r := range st.running {
+			if r.run.Busy() {
+				n++
+			}
+		}
+		st.mu.Unlock()
+		st.busy.Store(n)
+	}
+}
+
 func (st *scriptState) remove(r *scriptRun) {
 	st.mu.Lock()
 	delete(st.running, r)
@@ -388,7 +420,7 @@ func (st *scriptState) remove(r *scriptRun) {
 // stalls only the commands on its keys.
 func (s *Server) busyOn(cmd *command, args [][]byte) bool {
 	st := s.scripts.Load()
-	if st == nil || st.n.Load() == 0 {
+	if st == nil || st.busy.Load() == 0 {
 		return false
 	}
 	first, last, step := cmd.keyRange(args)
