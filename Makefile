@@ -134,7 +134,7 @@ soak-moves:
 # minutes: about three for the network faults, two for the full disks.
 .PHONY: faults
 faults:
-	RLSERVER_FAULTS=1 RLSERVER_SOAK=1 $(GO) test -race -count=1 -timeout 30m -run '^(TestClusterNetFaults|TestClusterNetFaultPlantedBug|TestClusterDiskFull|TestClusterDiskStall)$$' -v ./clienttest/
+	RLSERVER_FAULTS=1 RLSERVER_SOAK=1 $(GO) test -race -count=1 -timeout 30m -run '^(TestClusterNetFaults|TestClusterNetFaultPlantedBug|TestClusterDiskFull|TestClusterDiskStall|TestShardedFailover)$$' -v ./clienttest/
 
 # The replicated throughput (three local Raft nodes, fsync on) side by side
 # with standalone Redis + Lua (bench/cluster-compare.sh).
