@@ -142,16 +142,42 @@ type load struct {
 }
 
 func startLoad(t *testing.T, c *pcluster, workers, keys int, keyPrefix string) *load {
-	l := &load{stop: make(chan struct{}), h: newHistory()}
+	return startWorkers(nodeClients(t, c), workers, 7, func(l *load, w int, rng *rand.Rand, cl *redis.Client) bool {
+		in := allowIn{key: fmt.Sprintf("%s%d", keyPrefix, rng.IntN(keys)), cost: 1 + rng.Int64N(2)}
+		call := time.Now()
+		ok, rem, err := allowOnce(context.Background(), cl, in.key, histCapacity, in.cost)
+		ret := time.Now()
+		switch classify(err) {
+		case opApplied:
+			l.h.add(w, in, call, allowOut{allowed: ok, remaining: rem}, ret)
+		case opUnknown:
+			l.h.add(w, in, call, allowOut{unknown: true}, ret)
+		case opNotApplied:
+			l.h.count("not_applied")
+			time.Sleep(10 * time.Millisecond)
+			return true
+		}
+		return false
+	})
+}
+
+// nodeClients is a client for each node of c, in order.
+func nodeClients(t *testing.T, c *pcluster) []*redis.Client {
 	clients := make([]*redis.Client, len(c.nodes))
 	for i, n := range c.nodes {
 		clients[i] = clusterClient(t, n.respAddr)
 	}
+	return clients
+}
+
+// startWorkers runs workers that repeat op until the load ends. Worker w
+// has its own random source (w, seed), starts at node w%len(clients) and
+// moves on to the next node whenever op returns true.
+func startWorkers(clients []*redis.Client, workers int, seed uint64, op func(l *load, w int, rng *rand.Rand, cl *redis.Client) (next bool)) *load {
+	l := &load{stop: make(chan struct{}), h: newHistory()}
 	for w := range workers {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(w), 7))
+		l.wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), seed))
 			node := w % len(clients)
 			for {
 				select {
@@ -159,24 +185,47 @@ func startLoad(t *testing.T, c *pcluster, workers, keys int, keyPrefix string) *
 					return
 				default:
 				}
-				in := allowIn{key: fmt.Sprintf("%s%d", keyPrefix, rng.IntN(keys)), cost: 1 + rng.Int64N(2)}
-				call := time.Now()
-				ok, rem, err := allowOnce(context.Background(), clients[node], in.key, histCapacity, in.cost)
-				ret := time.Now()
-				switch classify(err) {
-				case opApplied:
-					l.h.add(w, in, call, allowOut{allowed: ok, remaining: rem}, ret)
-				case opUnknown:
-					l.h.add(w, in, call, allowOut{unknown: true}, ret)
-				case opNotApplied:
-					l.h.count("not_applied")
+				if op(l, w, rng, clients[node]) {
 					node = (node + 1) % len(clients)
-					time.Sleep(10 * time.Millisecond)
 				}
 			}
-		}()
+		})
 	}
 	return l
+}
+
+// loadPhase logs a phase of a test and lets the load run through it for d.
+func loadPhase(t *testing.T, what string, d time.Duration) {
+	t.Logf("%s (%v)", what, d)
+	time.Sleep(d)
+}
+
+// leaderFaults puts the load through a steady second, then a leader kill
+// -9 (a second under the new leader) and the old leader's restart (then
+// restarted, for the load to run on), and with pause also a paused leader
+// (SIGSTOP for longer than an election, half a second under the new
+// leader, then SIGCONT and a second more). It returns the killed leader.
+func (c *pcluster) leaderFaults(restarted time.Duration, pause bool) *cnode {
+	t := c.t
+	loadPhase(t, "steady load", time.Second)
+
+	leader := c.waitLeader(10 * time.Second)
+	c.kill9(leader)
+	nl := c.waitLeader(10 * time.Second)
+	loadPhase(t, "leader "+leader.id+" killed, "+nl.id+" leads", time.Second)
+	c.launch(leader)
+	loadPhase(t, "old leader restarted", restarted)
+	if !pause {
+		return leader
+	}
+
+	paused := c.waitLeader(10 * time.Second)
+	c.pause(paused)
+	nl = c.waitLeader(10 * time.Second)
+	loadPhase(t, "leader "+paused.id+" paused, "+nl.id+" leads", 500*time.Millisecond)
+	c.resume(paused)
+	loadPhase(t, "paused leader resumed", time.Second)
+	return leader
 }
 
 func (l *load) end() {
@@ -289,25 +338,7 @@ func (c *pcluster) allowRetryOn(n *cnode, key string, capacity, cost int64) (boo
 func TestClusterLinearizable(t *testing.T) {
 	c := startCluster(t, serverBin)
 	ld := startLoad(t, c, 6, 24, "lin")
-	phase := func(what string, d time.Duration) {
-		t.Logf("%s (%v)", what, d)
-		time.Sleep(d) // let the load run through this phase
-	}
-	phase("steady load", time.Second)
-
-	leader := c.waitLeader(10 * time.Second)
-	c.kill9(leader)
-	nl := c.waitLeader(10 * time.Second)
-	phase("leader "+leader.id+" killed, "+nl.id+" leads", time.Second)
-	c.launch(leader)
-	phase("old leader restarted", time.Second)
-
-	paused := c.waitLeader(10 * time.Second)
-	c.pause(paused)
-	nl = c.waitLeader(10 * time.Second)
-	phase("leader "+paused.id+" paused, "+nl.id+" leads", 500*time.Millisecond)
-	c.resume(paused)
-	phase("paused leader resumed", time.Second)
+	c.leaderFaults(time.Second, true)
 
 	l := c.waitLeader(10 * time.Second)
 	var follower *cnode
@@ -317,9 +348,9 @@ func TestClusterLinearizable(t *testing.T) {
 		}
 	}
 	c.stop(follower)
-	phase("follower "+follower.id+" stopped", time.Second)
+	loadPhase(t, "follower "+follower.id+" stopped", time.Second)
 	c.launch(follower)
-	phase("follower restarted", time.Second)
+	loadPhase(t, "follower restarted", time.Second)
 
 	ld.end()
 	c.waitLeader(10 * time.Second)

@@ -110,40 +110,32 @@ func incrOnce(ctx context.Context, c *redis.Client, key string, n int64, txn boo
 // of them in transactions, and records every one whose outcome could
 // matter.
 func startIncrLoad(t *testing.T, c *pcluster, workers, keys int, keyPrefix string) *load {
-	l := &load{stop: make(chan struct{}), h: newHistory()}
-	clients := make([]*redis.Client, len(c.nodes))
-	for i, n := range c.nodes {
-		clients[i] = clusterClient(t, n.respAddr)
+	return startWorkers(nodeClients(t, c), workers, 11, func(l *load, w int, rng *rand.Rand, cl *redis.Client) bool {
+		in := incrIn{key: keyPrefix + strconv.Itoa(rng.IntN(keys)), n: 1 + rng.Int64N(5), txn: rng.IntN(2) == 0}
+		call := time.Now()
+		v, err := incrOnce(context.Background(), cl, in.key, in.n, in.txn)
+		return !l.recordIncr(w, in, call, v, err, "unknown")
+	})
+}
+
+// recordIncr records an increment called at call that returned v, err in
+// l's history, and counts one of unknown outcome under unknownKind and the
+// error's first words. One that did not apply is counted, and recordIncr
+// waits 10 ms and returns false.
+func (l *load) recordIncr(w int, in incrIn, call time.Time, v int64, err error, unknownKind string) bool {
+	ret := time.Now()
+	switch classify(err) {
+	case opApplied:
+		l.h.addIncr(w, in, call, incrOut{value: v}, ret)
+	case opUnknown:
+		l.h.addIncr(w, in, call, incrOut{unknown: true}, ret)
+		l.h.count(unknownKind + ": " + firstWords(err.Error()))
+	case opNotApplied:
+		l.h.count("not_applied")
+		time.Sleep(10 * time.Millisecond)
+		return false
 	}
-	for w := range workers {
-		l.wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 11))
-			node := w % len(clients)
-			for {
-				select {
-				case <-l.stop:
-					return
-				default:
-				}
-				in := incrIn{key: keyPrefix + strconv.Itoa(rng.IntN(keys)), n: 1 + rng.Int64N(5), txn: rng.IntN(2) == 0}
-				call := time.Now()
-				v, err := incrOnce(context.Background(), clients[node], in.key, in.n, in.txn)
-				ret := time.Now()
-				switch classify(err) {
-				case opApplied:
-					l.h.addIncr(w, in, call, incrOut{value: v}, ret)
-				case opUnknown:
-					l.h.addIncr(w, in, call, incrOut{unknown: true}, ret)
-					l.h.count("unknown: " + firstWords(err.Error()))
-				case opNotApplied:
-					l.h.count("not_applied")
-					node = (node + 1) % len(clients)
-					time.Sleep(10 * time.Millisecond)
-				}
-			}
-		})
-	}
-	return l
+	return true
 }
 
 // firstWords is the start of an error message, to count errors by kind.
@@ -195,6 +187,67 @@ func subsetSum(ns []int64, target int64) bool {
 	return reach[target]
 }
 
+// readCounters reads the counters prefix0..prefix<keys-1> from the leader
+// l after the load, records each read in h as an increment by 0, and
+// checks each one's TTL: a key that was in an acknowledged transaction
+// (expiry says what set its TTL) has one of up to 600 s, and a non-zero
+// key that was in none (none says so) has none.
+func readCounters(t *testing.T, h *history, l *cnode, prefix string, keys int, expiry, none string) map[string]int64 {
+	t.Helper()
+	_, _, txns := incrTotals(h)
+	lc := clusterClient(t, l.respAddr)
+	ctx := context.Background()
+	final := map[string]int64{}
+	for i := range keys {
+		k := prefix + strconv.Itoa(i)
+		call := time.Now()
+		v, err := lc.Get(ctx, k).Int64()
+		if err == redis.Nil {
+			v, err = 0, nil
+		}
+		if err != nil {
+			t.Fatalf("GET %s from the leader %s: %v", k, l.id, err)
+		}
+		// A read is an increment by 0.
+		h.addIncr(100, incrIn{key: k, n: 0}, call, incrOut{value: v}, time.Now())
+		final[k] = v
+		pttl, err := lc.Do(ctx, "PTTL", k).Int64()
+		switch {
+		case err != nil:
+			t.Fatalf("PTTL %s: %v", k, err)
+		case txns[k] == 2 && (pttl <= 0 || pttl > 600_000):
+			t.Errorf("PTTL %s = %d after %s", k, pttl, expiry)
+		case txns[k] == 0 && v != 0 && pttl != -1:
+			t.Errorf("PTTL %s = %d, and %s", k, pttl, none)
+		}
+	}
+	return final
+}
+
+// checkCounters checks the counter history h with porcupine, and that each
+// counter's final value is its acknowledged increments plus some of those
+// whose outcome is unknown: none lost, none twice. It returns the sum of
+// the acknowledged increments.
+func checkCounters(t *testing.T, h *history, prefix string, keys int, final map[string]int64) int64 {
+	t.Helper()
+	if res := h.checkModel(t, incrModel, 2*time.Minute); res != porcupine.Ok {
+		t.Fatalf("history is not linearizable: %s (set RL_PORCUPINE_HTML=file.html to see it)", res)
+	}
+	acked, unknown, _ := incrTotals(h)
+	var sumAcked, sumFinal int64
+	for i := range keys {
+		k := prefix + strconv.Itoa(i)
+		sumAcked += acked[k]
+		sumFinal += final[k]
+		if !subsetSum(unknown[k], final[k]-acked[k]) {
+			t.Errorf("%s is %d: acknowledged increments sum to %d, and no subset of the unknown ones %v makes up the difference",
+				k, final[k], acked[k], unknown[k])
+		}
+	}
+	t.Logf("counters sum to %d: %d acknowledged, %d of unknown outcome applied", sumFinal, sumAcked, sumFinal-sumAcked)
+	return sumAcked
+}
+
 // TestClusterCountersLinearizable records INCRBY and MULTI/INCRBY/EXPIRE/
 // EXEC from six clients over all nodes (followers forward to the leader)
 // across a leader kill -9 and restart and a paused leader (SIGSTOP for
@@ -206,25 +259,7 @@ func TestClusterCountersLinearizable(t *testing.T) {
 	const keys = 16
 	c := startCluster(t, serverBin)
 	ld := startIncrLoad(t, c, 6, keys, "ctr")
-	phase := func(what string, d time.Duration) {
-		t.Logf("%s (%v)", what, d)
-		time.Sleep(d) // let the load run through this phase
-	}
-	phase("steady load", time.Second)
-
-	leader := c.waitLeader(10 * time.Second)
-	c.kill9(leader)
-	nl := c.waitLeader(10 * time.Second)
-	phase("leader "+leader.id+" killed, "+nl.id+" leads", time.Second)
-	c.launch(leader)
-	phase("old leader restarted", time.Second)
-
-	paused := c.waitLeader(10 * time.Second)
-	c.pause(paused)
-	nl = c.waitLeader(10 * time.Second)
-	phase("leader "+paused.id+" paused, "+nl.id+" leads", 500*time.Millisecond)
-	c.resume(paused)
-	phase("paused leader resumed", time.Second)
+	c.leaderFaults(time.Second, true)
 
 	ld.end()
 	l := c.waitLeader(10 * time.Second)
@@ -233,48 +268,8 @@ func TestClusterCountersLinearizable(t *testing.T) {
 	// The counters as the leader has them, and each one's TTL: a key
 	// that was in an acknowledged transaction has one, a key that was in
 	// none has none.
-	acked, unknown, txns := incrTotals(ld.h)
-	lc := clusterClient(t, l.respAddr)
-	ctx := context.Background()
-	final := map[string]int64{}
-	for i := range keys {
-		k := "ctr" + strconv.Itoa(i)
-		call := time.Now()
-		v, err := lc.Get(ctx, k).Int64()
-		if err == redis.Nil {
-			v, err = 0, nil
-		}
-		if err != nil {
-			t.Fatalf("GET %s from the leader %s: %v", k, l.id, err)
-		}
-		// A read is an increment by 0.
-		ld.h.addIncr(100, incrIn{key: k, n: 0}, call, incrOut{value: v}, time.Now())
-		final[k] = v
-		pttl, err := lc.Do(ctx, "PTTL", k).Int64()
-		switch {
-		case err != nil:
-			t.Fatalf("PTTL %s: %v", k, err)
-		case txns[k] == 2 && (pttl <= 0 || pttl > 600_000):
-			t.Errorf("PTTL %s = %d after an acknowledged EXPIRE 600", k, pttl)
-		case txns[k] == 0 && v != 0 && pttl != -1:
-			t.Errorf("PTTL %s = %d, and no EXPIRE was sent", k, pttl)
-		}
-	}
-	if res := ld.h.checkModel(t, incrModel, 2*time.Minute); res != porcupine.Ok {
-		t.Fatalf("history is not linearizable: %s (set RL_PORCUPINE_HTML=file.html to see it)", res)
-	}
-	var sumAcked, sumFinal int64
-	for i := range keys {
-		k := "ctr" + strconv.Itoa(i)
-		sumAcked += acked[k]
-		sumFinal += final[k]
-		if !subsetSum(unknown[k], final[k]-acked[k]) {
-			t.Errorf("%s is %d: acknowledged increments sum to %d, and no subset of the unknown ones %v makes up the difference",
-				k, final[k], acked[k], unknown[k])
-		}
-	}
-	t.Logf("counters sum to %d: %d acknowledged, %d of unknown outcome applied", sumFinal, sumAcked, sumFinal-sumAcked)
-	if sumAcked == 0 {
+	final := readCounters(t, ld.h, l, "ctr", keys, "an acknowledged EXPIRE 600", "no EXPIRE was sent")
+	if checkCounters(t, ld.h, "ctr", keys, final) == 0 {
 		t.Fatal("no increment was acknowledged")
 	}
 }

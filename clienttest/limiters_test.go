@@ -52,10 +52,9 @@ func redisClient(t testing.TB, addr string) *redis.Client {
 	return c
 }
 
-// rlfRun is what compat/rlf_nonatomic.js prints.
-type rlfRun struct {
-	Version string `json:"version"`
-	IORedis string `json:"ioredis"`
+// rlfResults is what rate-limiter-flexible answered: each consume's
+// result, how many were consumed and rejected, and limiter.get after them.
+type rlfResults struct {
 	Results []struct {
 		OK              bool  `json:"ok"`
 		RemainingPoints int64 `json:"remainingPoints"`
@@ -68,6 +67,13 @@ type rlfRun struct {
 		ConsumedPoints int64 `json:"consumedPoints"`
 		MsBeforeNext   int64 `json:"msBeforeNext"`
 	} `json:"get"`
+}
+
+// rlfRun is what compat/rlf_nonatomic.js prints.
+type rlfRun struct {
+	Version string `json:"version"`
+	IORedis string `json:"ioredis"`
+	rlfResults
 	Commands [][]string `json:"commands"`
 }
 
@@ -104,9 +110,7 @@ func TestRateLimiterFlexible(t *testing.T) {
 			key := "user-" + proto
 			run := runRLF(t, proto, tg.addr, "rlf", key, n)
 			name := fmt.Sprintf("%s RESP%s (rate-limiter-flexible %s, ioredis %s)", tg.name, proto, run.Version, run.IORedis)
-			checkRLF(t, name, run, n)
-			last := run.Results[len(run.Results)-1]
-			t.Logf("%s: %d consumed, %d rejected; the 13th: remainingPoints %d, msBeforeNext %d", name, run.Consumed, run.Rejected, last.RemainingPoints, last.MsBeforeNext)
+			checkRLF(t, name, run.rlfResults, n)
 			shape := rlfShape(run.Commands)
 			if want := wantRLFShape("rlf:"+key, n); !reflect.DeepEqual(shape, want) {
 				t.Errorf("%s sent %v\nwant %v", name, shape, want)
@@ -149,25 +153,27 @@ func runRLF(t *testing.T, proto, addr, prefix, key string, n int) rlfRun {
 	return run
 }
 
-// checkRLF checks n consumes of a 10-point limiter.
-func checkRLF(t *testing.T, name string, run rlfRun, n int) {
+// checkRLF checks n consumes of a 10-point limiter with a 60 s window,
+// and logs the last.
+func checkRLF(t *testing.T, name string, run rlfResults, n int) {
 	t.Helper()
 	const points = 10
 	if run.Consumed != points || run.Rejected != n-points || len(run.Results) != n {
 		t.Errorf("%s: %d consumed, %d rejected of %d; want %d and %d", name, run.Consumed, run.Rejected, len(run.Results), points, n-points)
 	}
 	for i, r := range run.Results {
-		want := int64(points - i - 1)
-		if want < 0 {
-			want = 0
-		}
-		if r.OK != (i < points) || r.RemainingPoints != want || r.ConsumedPoints != int64(i+1) || r.MsBeforeNext <= 0 || r.MsBeforeNext > 60000 {
+		want := max(int64(points-i-1), 0)
+		if r.OK != (i < points) || r.RemainingPoints != want || r.ConsumedPoints != int64(i+1) || !luaWindow(r.MsBeforeNext) {
 			t.Errorf("%s: consume %d: %+v; want ok %v, remainingPoints %d, consumedPoints %d, msBeforeNext in (0, 60000]",
 				name, i+1, r, i < points, want, i+1)
 		}
 	}
-	if g := run.Get; g == nil || g.ConsumedPoints != int64(n) || g.MsBeforeNext <= 0 || g.MsBeforeNext > 60000 {
+	if g := run.Get; g == nil || g.ConsumedPoints != int64(n) || !luaWindow(g.MsBeforeNext) {
 		t.Errorf("%s: limiter.get = %+v; want consumedPoints %d, msBeforeNext in (0, 60000]", name, g, n)
+	}
+	if len(run.Results) > 0 {
+		last := run.Results[len(run.Results)-1]
+		t.Logf("%s: %d consumed, %d rejected; consume %d: remainingPoints %d, msBeforeNext %d", name, run.Consumed, run.Rejected, len(run.Results), last.RemainingPoints, last.MsBeforeNext)
 	}
 }
 

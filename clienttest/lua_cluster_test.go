@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -41,54 +40,28 @@ func luaIncrOnce(ctx context.Context, c *redis.Client, h *history, key string, n
 // by a plain INCRBY on the same keys, so scripts meet concurrent writes
 // to their keys and must run again.
 func startLuaCounterLoad(t *testing.T, c *pcluster, workers, keys int, keyPrefix string) *load {
-	l := &load{stop: make(chan struct{}), h: newHistory()}
-	clients := make([]*redis.Client, len(c.nodes))
+	clients := nodeClients(t, c)
 	for i, n := range c.nodes {
-		clients[i] = clusterClient(t, n.respAddr)
 		if err := clients[i].ScriptLoad(context.Background(), luaCounterLua).Err(); err != nil {
 			t.Fatalf("SCRIPT LOAD on %s: %v", n.id, err)
 		}
 	}
-	for w := range workers {
-		l.wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 21))
-			node := w % len(clients)
-			for {
-				select {
-				case <-l.stop:
-					return
-				default:
-				}
-				in := incrIn{key: keyPrefix + strconv.Itoa(rng.IntN(keys)), n: 1 + rng.Int64N(5), txn: rng.IntN(4) != 0}
-				ctx := context.Background()
-				call := time.Now()
-				var v int64
-				var err error
-				if in.txn {
-					v, err = luaIncrOnce(ctx, clients[node], l.h, in.key, in.n)
-				} else {
-					v, err = clients[node].IncrBy(ctx, in.key, in.n).Result()
-				}
-				ret := time.Now()
-				switch classify(err) {
-				case opApplied:
-					l.h.addIncr(w, in, call, incrOut{value: v}, ret)
-				case opUnknown:
-					l.h.addIncr(w, in, call, incrOut{unknown: true}, ret)
-					kind := "incrby"
-					if in.txn {
-						kind = "script"
-					}
-					l.h.count("unknown " + kind + ": " + firstWords(err.Error()))
-				case opNotApplied:
-					l.h.count("not_applied")
-					time.Sleep(10 * time.Millisecond)
-				}
-				node = (node + 1) % len(clients)
-			}
-		})
-	}
-	return l
+	return startWorkers(clients, workers, 21, func(l *load, w int, rng *rand.Rand, cl *redis.Client) bool {
+		in := incrIn{key: keyPrefix + strconv.Itoa(rng.IntN(keys)), n: 1 + rng.Int64N(5), txn: rng.IntN(4) != 0}
+		ctx := context.Background()
+		call := time.Now()
+		var v int64
+		var err error
+		kind := "incrby"
+		if in.txn {
+			v, err = luaIncrOnce(ctx, cl, l.h, in.key, in.n)
+			kind = "script"
+		} else {
+			v, err = cl.IncrBy(ctx, in.key, in.n).Result()
+		}
+		l.recordIncr(w, in, call, v, err, "unknown "+kind)
+		return true
+	})
 }
 
 // TestLuaClusterCounterLinearizable records the script limiter's
@@ -102,50 +75,14 @@ func TestLuaClusterCounterLinearizable(t *testing.T) {
 	const keys = 8
 	c := startCluster(t, serverBin)
 	ld := startLuaCounterLoad(t, c, 6, keys, "lctr")
-	phase := func(what string, d time.Duration) {
-		t.Logf("%s (%v)", what, d)
-		time.Sleep(d) // let the load run through this phase
-	}
-	phase("steady load", time.Second)
-
-	leader := c.waitLeader(10 * time.Second)
-	c.kill9(leader)
-	nl := c.waitLeader(10 * time.Second)
-	phase("leader "+leader.id+" killed, "+nl.id+" leads", time.Second)
-	c.launch(leader)
-	phase("old leader restarted", 1500*time.Millisecond)
+	leader := c.leaderFaults(1500*time.Millisecond, false)
 
 	ld.end()
 	l := c.waitLeader(10 * time.Second)
 	c.converge(20 * time.Second)
 
-	acked, unknown, scripts := incrTotals(ld.h)
-	lc := clusterClient(t, l.respAddr)
+	final := readCounters(t, ld.h, l, "lctr", keys, "an acknowledged script's PEXPIRE 600000", "no script ran on it")
 	ctx := context.Background()
-	final := map[string]int64{}
-	for i := range keys {
-		k := "lctr" + strconv.Itoa(i)
-		call := time.Now()
-		v, err := lc.Get(ctx, k).Int64()
-		if err == redis.Nil {
-			v, err = 0, nil
-		}
-		if err != nil {
-			t.Fatalf("GET %s from the leader %s: %v", k, l.id, err)
-		}
-		// A read is an increment by 0.
-		ld.h.addIncr(100, incrIn{key: k, n: 0}, call, incrOut{value: v}, time.Now())
-		final[k] = v
-		pttl, err := lc.Do(ctx, "PTTL", k).Int64()
-		switch {
-		case err != nil:
-			t.Fatalf("PTTL %s: %v", k, err)
-		case scripts[k] == 2 && (pttl <= 0 || pttl > 600_000):
-			t.Errorf("PTTL %s = %d after an acknowledged script's PEXPIRE 600000", k, pttl)
-		case scripts[k] == 0 && v != 0 && pttl != -1:
-			t.Errorf("PTTL %s = %d, and no script ran on it", k, pttl)
-		}
-	}
 	// Every node answers the same through its own engine or by
 	// forwarding.
 	for _, n := range c.live() {
@@ -161,20 +98,7 @@ func TestLuaClusterCounterLinearizable(t *testing.T) {
 			}
 		}
 	}
-	if res := ld.h.checkModel(t, incrModel, 2*time.Minute); res != porcupine.Ok {
-		t.Fatalf("history is not linearizable: %s (set RL_PORCUPINE_HTML=file.html to see it)", res)
-	}
-	var sumAcked, sumFinal int64
-	for i := range keys {
-		k := "lctr" + strconv.Itoa(i)
-		sumAcked += acked[k]
-		sumFinal += final[k]
-		if !subsetSum(unknown[k], final[k]-acked[k]) {
-			t.Errorf("%s is %d: acknowledged increments sum to %d, and no subset of the unknown ones %v makes up the difference",
-				k, final[k], acked[k], unknown[k])
-		}
-	}
-	t.Logf("counters sum to %d: %d acknowledged, %d of unknown outcome applied", sumFinal, sumAcked, sumFinal-sumAcked)
+	checkCounters(t, ld.h, "lctr", keys, final)
 	ld.h.mu.Lock()
 	scriptsAcked := 0
 	for _, op := range ld.h.ops {

@@ -78,18 +78,7 @@ type luaRun struct {
 	} `json:"app"`
 
 	// rlf
-	Results []struct {
-		OK              bool  `json:"ok"`
-		RemainingPoints int64 `json:"remainingPoints"`
-		MsBeforeNext    int64 `json:"msBeforeNext"`
-		ConsumedPoints  int64 `json:"consumedPoints"`
-	} `json:"results"`
-	Consumed int `json:"consumed"`
-	Rejected int `json:"rejected"`
-	Get      *struct {
-		ConsumedPoints int64 `json:"consumedPoints"`
-		MsBeforeNext   int64 `json:"msBeforeNext"`
-	} `json:"get"`
+	rlfResults
 }
 
 // runLua runs compat/lua_limiters.js once; ok is false (and the test has
@@ -232,27 +221,39 @@ func luaCmdString(c *luaCmd, raw []luaCmd, i int) string {
 //     after limiter.resetKey the next request is 200 with 4 remaining.
 func TestLuaExpressRateLimit(t *testing.T) {
 	compatNode(t, "ioredis", "express-rate-limit", "rate-limit-redis", "express")
+	runLuaModes(t, "erl", "express-rate-limit", wantERLNames, func(server, proto string, run luaRun) string {
+		name := fmt.Sprintf("%s RESP%s (express-rate-limit %s, rate-limit-redis %s, express %s, ioredis %s)", server, proto,
+			run.Versions["express-rate-limit"], run.Versions["rate-limit-redis"], run.Versions["express"], run.Versions["ioredis"])
+		checkERL(t, name, run)
+		return name
+	})
+}
+
+// runLuaModes runs compat/lua_limiters.js in mode on redis-server and on
+// rlserver, in RESP2 and in RESP3. check checks each run and returns the
+// name to report it by; each must send wantNames, and the two servers must get the same commands and give the
+// same replies (what names the library in a message).
+func runLuaModes(t *testing.T, mode, what string, wantNames []string, check func(server, proto string, run luaRun) (name string)) {
+	t.Helper()
 	targets := luaTargets(t)
 	for _, proto := range []string{"2", "3"} {
 		var runs [2]luaRun
 		var names [2]string
 		ok := true
 		for i, tg := range targets {
-			run, done := runLua(t, "erl", proto, tg.addr, "erl"+proto)
+			run, done := runLua(t, mode, proto, tg.addr, mode+proto)
 			ok = ok && done
 			if !done {
 				continue
 			}
-			name := fmt.Sprintf("%s RESP%s (express-rate-limit %s, rate-limit-redis %s, express %s, ioredis %s)", tg.name, proto,
-				run.Versions["express-rate-limit"], run.Versions["rate-limit-redis"], run.Versions["express"], run.Versions["ioredis"])
 			names[i], runs[i] = tg.name, run
-			checkERL(t, name, run)
-			if got := luaNames(run.Commands); !slices.Equal(got, wantERLNames) {
-				t.Errorf("%s sent %v\nwant %v", name, got, wantERLNames)
+			name := check(tg.name, proto, run)
+			if got := luaNames(run.Commands); !slices.Equal(got, wantNames) {
+				t.Errorf("%s sent %v\nwant %v", name, got, wantNames)
 			}
 		}
 		if ok {
-			compareLuaCommands(t, "RESP"+proto+" express-rate-limit", names, runs)
+			compareLuaCommands(t, "RESP"+proto+" "+what, names, runs)
 		}
 	}
 }
@@ -355,48 +356,9 @@ func luaHTTPString(r luaHTTP) string {
 // the script INCRBYs first), and limiter.get after them finds 13.
 func TestLuaRateLimiterRedis(t *testing.T) {
 	compatNode(t, "ioredis", "rate-limiter-flexible")
-	targets := luaTargets(t)
-	for _, proto := range []string{"2", "3"} {
-		var runs [2]luaRun
-		var names [2]string
-		ok := true
-		for i, tg := range targets {
-			run, done := runLua(t, "rlf", proto, tg.addr, "rlf"+proto)
-			ok = ok && done
-			if !done {
-				continue
-			}
-			name := fmt.Sprintf("%s RESP%s (rate-limiter-flexible %s, ioredis %s)", tg.name, proto, run.Versions["rate-limiter-flexible"], run.Versions["ioredis"])
-			names[i], runs[i] = tg.name, run
-			checkRLFLua(t, name, run)
-			if got := luaNames(run.Commands); !slices.Equal(got, wantRLFNames) {
-				t.Errorf("%s sent %v\nwant %v", name, got, wantRLFNames)
-			}
-		}
-		if ok {
-			compareLuaCommands(t, "RESP"+proto+" rate-limiter-flexible", names, runs)
-		}
-	}
-}
-
-func checkRLFLua(t *testing.T, name string, run luaRun) {
-	t.Helper()
-	const points, n = 10, 13
-	if run.Consumed != points || run.Rejected != n-points || len(run.Results) != n {
-		t.Errorf("%s: %d consumed, %d rejected of %d; want %d and %d", name, run.Consumed, run.Rejected, len(run.Results), points, n-points)
-	}
-	for i, r := range run.Results {
-		want := max(int64(points-i-1), 0)
-		if r.OK != (i < points) || r.RemainingPoints != want || r.ConsumedPoints != int64(i+1) || !luaWindow(r.MsBeforeNext) {
-			t.Errorf("%s: consume %d: %+v; want ok %v, remainingPoints %d, consumedPoints %d, msBeforeNext in (0, 60000]",
-				name, i+1, r, i < points, want, i+1)
-		}
-	}
-	if g := run.Get; g == nil || g.ConsumedPoints != n || !luaWindow(g.MsBeforeNext) {
-		t.Errorf("%s: limiter.get = %+v; want consumedPoints %d, msBeforeNext in (0, 60000]", name, g, n)
-	}
-	if len(run.Results) > 0 {
-		last := run.Results[len(run.Results)-1]
-		t.Logf("%s: %d consumed, %d rejected; the 13th: remainingPoints %d, msBeforeNext %d", name, run.Consumed, run.Rejected, last.RemainingPoints, last.MsBeforeNext)
-	}
+	runLuaModes(t, "rlf", "rate-limiter-flexible", wantRLFNames, func(server, proto string, run luaRun) string {
+		name := fmt.Sprintf("%s RESP%s (rate-limiter-flexible %s, ioredis %s)", server, proto, run.Versions["rate-limiter-flexible"], run.Versions["ioredis"])
+		checkRLF(t, name, run.rlfResults, 13)
+		return name
+	})
 }

@@ -1,12 +1,10 @@
 package clienttest
 
 import (
-	"bufio"
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -169,47 +167,33 @@ return {0, math.floor(spare / gap), tostring(-1), tostring(until_reset)}
 // articleTokenBucketLua is the token bucket of the background article
 // "distributed rate limiting in Rust" (../shared/background/): one hash
 // {tokens, ts} read with HMGET, written with HSET and PEXPIRE, the clock
-// in ARGV[3] (ms).
-const articleTokenBucketLua = `
-local key      = KEYS[1]
-local capacity = tonumber(ARGV[1])
-local rate     = tonumber(ARGV[2])   -- tokens per second
-local now_ms   = tonumber(ARGV[3])
-local cost     = tonumber(ARGV[4])
+// in ARGV[3] (ms). It is kept once, in bench/kvcompare/token_bucket.lua,
+// which kvcompare -scripts embeds.
+var articleTokenBucketLua = mustReadFile("../bench/kvcompare/token_bucket.lua")
 
-local data   = redis.call('HMGET', key, 'tokens', 'ts')
-local tokens = tonumber(data[1])
-local ts     = tonumber(data[2])
-if tokens == nil then
-  tokens = capacity
-  ts = now_ms
-end
-
-local elapsed = math.max(0, now_ms - ts) / 1000.0
-tokens = math.min(capacity, tokens + elapsed * rate)
-
-local allowed = 0
-if tokens >= cost then
-  tokens = tokens - cost
-  allowed = 1
-end
-
-redis.call('HSET', key, 'tokens', tokens, 'ts', now_ms)
-redis.call('PEXPIRE', key, math.ceil(capacity / rate * 1000) + 1000)
-
-local retry_ms = 0
-if allowed == 0 then
-  retry_ms = math.ceil((cost - tokens) / rate * 1000)
-end
-return { allowed, math.floor(tokens), retry_ms }
-`
+// mustReadFile is the text of a file the tests need, relative to this
+// package's directory.
+func mustReadFile(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 // articleTokenBucketTimeLua is the same script on Redis's clock, as the
 // article advises ("use redis.call('TIME') inside the script as the single
 // clock"): only the line that reads the clock differs.
-var articleTokenBucketTimeLua = strings.Replace(articleTokenBucketLua,
-	"local now_ms   = tonumber(ARGV[3])",
-	"local t        = redis.call('TIME')\nlocal now_ms   = t[1] * 1000 + math.floor(t[2] / 1000)", 1)
+var articleTokenBucketTimeLua = onRedisClock(articleTokenBucketLua)
+
+func onRedisClock(src string) string {
+	const nowLine = "local now_ms   = tonumber(ARGV[3])"
+	if !strings.Contains(src, nowLine) {
+		panic("the token bucket script has no line " + strconv.Quote(nowLine))
+	}
+	return strings.Replace(src, nowLine,
+		"local t        = redis.call('TIME')\nlocal now_ms   = t[1] * 1000 + math.floor(t[2] / 1000)", 1)
+}
 
 // slidingWindowLogLua is the sliding-window log in its common form (many
 // projects ship it nearly word for word; this one is written for the
@@ -477,10 +461,16 @@ func luaLimiterSeqs() []luaSeq {
 // TestLuaLimiterScripts runs luaLimiterSeqs on redis-server and on
 // rlserver, in RESP2 and RESP3.
 func TestLuaLimiterScripts(t *testing.T) {
+	runLuaSeqs(t, luaLimiterSeqs())
+}
+
+// runLuaSeqs runs each of seqs on redis-server and on an rlserver with 4
+// shards, in RESP2 and RESP3, a subtest each.
+func runLuaSeqs(t *testing.T, seqs []luaSeq) {
 	redisAddr := realRedis(t)
 	s := start(t, opts{args: []string{"--shards", "4"}})
 	for _, proto := range []int{2, 3} {
-		for _, sq := range luaLimiterSeqs() {
+		for _, sq := range seqs {
 			t.Run(fmt.Sprintf("RESP%d/%s", proto, sq.name), func(t *testing.T) {
 				runLuaSeq(t, proto, sq, redisAddr, s.addr)
 			})
@@ -496,38 +486,10 @@ func runLuaSeq(t *testing.T, proto int, sq luaSeq, redisAddr, rlAddr string) {
 	for _, c := range sq.calls {
 		nconn = max(nconn, c.conn+1)
 	}
-	open := func(addr string) []*rawConn {
-		var cs []*rawConn
-		for range nconn {
-			c, err := net.DialTimeout("tcp", addr, ioTimeout)
-			if err != nil {
-				t.Fatalf("dial %s: %v", addr, err)
-			}
-			t.Cleanup(func() { c.Close() })
-			rc := &rawConn{t: t, c: c, r: bufio.NewReader(c)}
-			if proto == 3 {
-				rc.send(respCommand("HELLO", "3"))
-				if v := rc.read(); v.kind != '%' {
-					t.Fatalf("HELLO 3 on %s: %v", addr, v)
-				}
-			}
-			cs = append(cs, rc)
-		}
-		for _, cmd := range [][]string{{"FLUSHALL"}, {"SCRIPT", "FLUSH"}} {
-			cs[0].send(respCommand(cmd...))
-			if v := cs[0].read(); v.str != "OK" {
-				t.Fatalf("%v on %s: %v", cmd, addr, v)
-			}
-		}
-		return cs
-	}
-	redis, rl := open(redisAddr), open(rlAddr)
+	both := openBoth(t, proto, nconn, redisAddr, rlAddr, []string{"FLUSHALL"}, []string{"SCRIPT", "FLUSH"})
 	for i, c := range sq.calls {
-		req := respCommand(c.args...)
-		redis[c.conn].send(req)
-		want := redis[c.conn].read()
-		rl[c.conn].send(req)
-		got := rl[c.conn].read()
+		wants, gots := both.run(c.conn, c.args)
+		want, got := wants[0], gots[0]
 		cmp, note := c.cmp, c.note
 		if cmp == nil {
 			cmp, note = luaExact, "exactly"
@@ -813,15 +775,7 @@ func luaSandboxSeqs() []luaSeq {
 // TestLuaSandboxAndConversions runs luaSandboxSeqs on redis-server and
 // on rlserver, in RESP2 and RESP3.
 func TestLuaSandboxAndConversions(t *testing.T) {
-	redisAddr := realRedis(t)
-	s := start(t, opts{args: []string{"--shards", "4"}})
-	for _, proto := range []int{2, 3} {
-		for _, sq := range luaSandboxSeqs() {
-			t.Run(fmt.Sprintf("RESP%d/%s", proto, sq.name), func(t *testing.T) {
-				runLuaSeq(t, proto, sq, redisAddr, s.addr)
-			})
-		}
-	}
+	runLuaSeqs(t, luaSandboxSeqs())
 }
 
 // luaWritesBeforeErrorSeq: a script's writes before an error stay, as in

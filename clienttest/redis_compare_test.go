@@ -426,6 +426,30 @@ func compareSeq(t *testing.T, proto int, sq rseq, redisAddr, rlAddr string) {
 	for _, st := range sq.steps {
 		nconn = max(nconn, st.conn+1)
 	}
+	// A fresh keyspace for each sequence.
+	both := openBoth(t, proto, nconn, redisAddr, rlAddr, []string{"FLUSHALL"})
+	for i, st := range sq.steps {
+		cmds := make([][]string, len(st.cmds))
+		for j, c := range st.cmds {
+			cmds[j] = c.args
+		}
+		want, got := both.run(st.conn, cmds...)
+		for j, c := range st.cmds {
+			if !sameRedisReply(want[j], got[j], c) {
+				t.Errorf("step %d (connection %d): %s\n\tredis-server: %v\n\trlserver:     %v", i+1, st.conn, quoteArgs(c.args), want[j], got[j])
+			}
+		}
+	}
+}
+
+// bothConns are raw connections to redis-server and to rlserver, as many
+// to each.
+type bothConns struct{ redis, rl []*rawConn }
+
+// openBoth opens nconn raw connections to each server, in RESP3 after a
+// HELLO 3 when proto is 3, and sends the commands of reset on the first
+// one: each must answer OK.
+func openBoth(t *testing.T, proto, nconn int, redisAddr, rlAddr string, reset ...[]string) bothConns {
 	open := func(addr string) []*rawConn {
 		var cs []*rawConn
 		for range nconn {
@@ -443,32 +467,33 @@ func compareSeq(t *testing.T, proto int, sq rseq, redisAddr, rlAddr string) {
 			}
 			cs = append(cs, rc)
 		}
-		// A fresh keyspace for each sequence.
-		cs[0].send(respCommand("FLUSHALL"))
-		if v := cs[0].read(); v.str != "OK" {
-			t.Fatalf("FLUSHALL on %s: %v", addr, v)
+		for _, cmd := range reset {
+			cs[0].send(respCommand(cmd...))
+			if v := cs[0].read(); v.str != "OK" {
+				t.Fatalf("%s on %s: %v", strings.Join(cmd, " "), addr, v)
+			}
 		}
 		return cs
 	}
-	redis, rl := open(redisAddr), open(rlAddr)
-	for i, st := range sq.steps {
-		var b strings.Builder
-		for _, c := range st.cmds {
-			b.WriteString(respCommand(c.args...))
-		}
-		redis[st.conn].send(b.String())
-		want := make([]value, len(st.cmds))
-		for j := range st.cmds {
-			want[j] = redis[st.conn].read()
-		}
-		rl[st.conn].send(b.String())
-		for j, c := range st.cmds {
-			got := rl[st.conn].read()
-			if !sameRedisReply(want[j], got, c) {
-				t.Errorf("step %d (connection %d): %s\n\tredis-server: %v\n\trlserver:     %v", i+1, st.conn, quoteArgs(c.args), want[j], got)
-			}
-		}
+	return bothConns{redis: open(redisAddr), rl: open(rlAddr)}
+}
+
+// run sends cmds in one write on connection conn to Redis and reads their
+// replies (want), then does the same on rlserver (got).
+func (b bothConns) run(conn int, cmds ...[]string) (want, got []value) {
+	var req strings.Builder
+	for _, c := range cmds {
+		req.WriteString(respCommand(c...))
 	}
+	exchange := func(c *rawConn) []value {
+		c.send(req.String())
+		replies := make([]value, len(cmds))
+		for j := range replies {
+			replies[j] = c.read()
+		}
+		return replies
+	}
+	return exchange(b.redis[conn]), exchange(b.rl[conn])
 }
 
 // respCommand encodes a command as a RESP array of bulk strings.

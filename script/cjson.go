@@ -135,27 +135,27 @@ func (c *cjsonLib) number(L *lua.LState, b []byte, n lua.LNumber) []byte {
 	return append(b, formatG(f, 14)...)
 }
 
+// jsonEscapes is the letter of each byte's short escape (\n for a
+// newline), 0 for a byte without one; jsonUnescapes is the byte each
+// letter stands for.
+var jsonEscapes = [256]byte{'"': '"', '\\': '\\', '/': '/', '\b': 'b', '\t': 't', '\n': 'n', '\f': 'f', '\r': 'r'}
+
+var jsonUnescapes = func() (u [256]byte) {
+	for ch, e := range jsonEscapes {
+		if e != 0 {
+			u[e] = byte(ch)
+		}
+	}
+	return u
+}()
+
 func jsonString(b []byte, s string) []byte {
 	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
 		ch := s[i]
 		switch {
-		case ch == '"':
-			b = append(b, '\\', '"')
-		case ch == '\\':
-			b = append(b, '\\', '\\')
-		case ch == '/':
-			b = append(b, '\\', '/')
-		case ch == '\b':
-			b = append(b, '\\', 'b')
-		case ch == '\t':
-			b = append(b, '\\', 't')
-		case ch == '\n':
-			b = append(b, '\\', 'n')
-		case ch == '\f':
-			b = append(b, '\\', 'f')
-		case ch == '\r':
-			b = append(b, '\\', 'r')
+		case jsonEscapes[ch] != 0:
+			b = append(b, '\\', jsonEscapes[ch])
 		case ch < 0x20 || ch == 0x7f:
 			b = fmt.Appendf(b, "\\u%04x", ch)
 		default:
@@ -311,20 +311,10 @@ func (p *jsonParser) str(t jsonTok) jsonTok {
 			t.err = "unexpected end of string"
 			return t
 		}
-		switch e := p.s[i+1]; e {
-		case '"', '\\', '/':
-			b = append(b, e)
-		case 'b':
-			b = append(b, '\b')
-		case 'f':
-			b = append(b, '\f')
-		case 'n':
-			b = append(b, '\n')
-		case 'r':
-			b = append(b, '\r')
-		case 't':
-			b = append(b, '\t')
-		case 'u':
+		switch e := p.s[i+1]; {
+		case jsonUnescapes[e] != 0:
+			b = append(b, jsonUnescapes[e])
+		case e == 'u':
 			r, n := p.unicode(i)
 			if n == 0 {
 				t.err = "invalid unicode escape code"

@@ -109,6 +109,32 @@ func (r *report) failed() error {
 	return errors.Join(errs...)
 }
 
+// printHead writes a report's title, the machine it ran on and each
+// server's settings: the flags given, else rlDefault and redisDefault.
+func (r *report) printHead(w io.Writer, title, rlDefault, redisDefault string) {
+	fmt.Fprintln(w, title)
+	for _, l := range r.machine {
+		fmt.Fprintln(w, l)
+	}
+	rlSet, redisSet := rlDefault, redisDefault
+	if r.cfg.rlArgs != "" {
+		rlSet = r.cfg.rlArgs
+	}
+	if r.cfg.redisArgs != "" {
+		redisSet = r.cfg.redisArgs
+	}
+	fmt.Fprintf(w, "settings: rlserver %s; Redis %s; data in temporary folders; pinned: %v\n", rlSet, redisSet, r.cfg.pin)
+}
+
+// problems is ok when there are none, else how many there are (named
+// what) and the first three.
+func problems(ok, what string, found []string) string {
+	if len(found) == 0 {
+		return ok
+	}
+	return fmt.Sprintf("%d %s, first: %s", len(found), what, strings.Join(found[:min(3, len(found))], "; "))
+}
+
 // print writes the table (Markdown, so it pastes into docs).
 func (r *report) print(w io.Writer) {
 	cfg := r.cfg
@@ -116,18 +142,8 @@ func (r *report) print(w io.Writer) {
 		r.printScripts(w)
 		return
 	}
-	fmt.Fprintln(w, "# kvcompare: rlserver's data commands against Redis, side by side")
-	for _, l := range r.machine {
-		fmt.Fprintln(w, l)
-	}
-	rlSet, redisSet := "its defaults, snapshots every second while keys change", "its defaults, its built-in save rules"
-	if cfg.rlArgs != "" {
-		rlSet = cfg.rlArgs
-	}
-	if cfg.redisArgs != "" {
-		redisSet = cfg.redisArgs
-	}
-	fmt.Fprintf(w, "settings: rlserver %s; Redis %s; data in temporary folders; pinned: %v\n", rlSet, redisSet, cfg.pin)
+	r.printHead(w, "# kvcompare: rlserver's data commands against Redis, side by side",
+		"its defaults, snapshots every second while keys change", "its defaults, its built-in save rules")
 	fmt.Fprintf(w, "load:     %d connections, random keys out of %s per pattern, EXPIRE %d s; per case and server a %v warm-up, then %d runs of %v, alternating; load average %s -> %s\n",
 		cfg.conns, benchproc.Commas(float64(cfg.keys)), cfg.ttl, cfg.warmup, cfg.rounds, cfg.duration, r.loadStart, r.loadEnd)
 	if len(r.cases) > 0 {
@@ -145,10 +161,7 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintln(w, "\nrates are medians of the runs, ± half their range; an operation is a pair (INCRBY + EXPIRE) or a transaction (MULTI, INCR, EXPIRE, EXEC); server CPU is /proc's user + system time (Redis's with its finished BGSAVE children); the generator reads more per round trip from a server that writes a round trip's replies in several pieces")
 	}
 	for _, v := range r.verified {
-		status := "all match"
-		if len(v.mismatch) > 0 {
-			status = fmt.Sprintf("%d DIFFER, first: %s", len(v.mismatch), strings.Join(v.mismatch[:min(3, len(v.mismatch))], "; "))
-		}
+		status := problems("all match", "DIFFER", v.mismatch)
 		fmt.Fprintf(w, "checked %-8s %-22s %s keys read back (%s written by the generator, counters summing to %s, TTL in 1..%d): %s\n",
 			v.server+":", v.pat.name+":", benchproc.Commas(float64(v.keys)), benchproc.Commas(float64(v.written)), benchproc.Commas(float64(v.total)), cfg.ttl, status)
 	}

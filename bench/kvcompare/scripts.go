@@ -15,7 +15,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rlserver/rlserver/bench/internal/benchproc"
@@ -466,18 +465,8 @@ func (r *report) scriptsFailed() []error {
 // printScripts writes -scripts' table (Markdown).
 func (r *report) printScripts(w io.Writer) {
 	cfg, sr := r.cfg, r.scripts
-	fmt.Fprintln(w, "# kvcompare -scripts: the Lua token bucket by EVALSHA on rlserver and Redis, and RL.ALLOW on rlserver")
-	for _, l := range r.machine {
-		fmt.Fprintln(w, l)
-	}
-	rlSet, redisSet := "its defaults", "its defaults"
-	if cfg.rlArgs != "" {
-		rlSet = cfg.rlArgs
-	}
-	if cfg.redisArgs != "" {
-		redisSet = cfg.redisArgs
-	}
-	fmt.Fprintf(w, "settings: rlserver %s; Redis %s; data in temporary folders; pinned: %v\n", rlSet, redisSet, cfg.pin)
+	r.printHead(w, "# kvcompare -scripts: the Lua token bucket by EVALSHA on rlserver and Redis, and RL.ALLOW on rlserver",
+		"its defaults", "its defaults")
 	if sr == nil {
 		return
 	}
@@ -522,10 +511,7 @@ func (r *report) printScripts(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	for t, kc := range sr.keys {
-		status := "all sane"
-		if len(kc.bad) > 0 {
-			status = fmt.Sprintf("%d WRONG, first: %s", len(kc.bad), strings.Join(kc.bad[:min(3, len(kc.bad))], "; "))
-		}
+		status := problems("all sane", "WRONG", kc.bad)
 		avg := 0.0
 		if kc.present > 0 {
 			avg = kc.tokens / float64(kc.present)
@@ -533,10 +519,7 @@ func (r *report) printScripts(w io.Writer) {
 		fmt.Fprintf(w, "checked %-18s %s keys read back (%s called, %s present, %.1f tokens on average, within 0..%d): %s\n",
 			scriptTargets[t].name+":", benchproc.Commas(float64(kc.keys)), benchproc.Commas(float64(kc.called)), benchproc.Commas(float64(kc.present)), avg, sr.capacity, status)
 	}
-	status := "identical"
-	if len(sr.seq.diffs) > 0 {
-		status = fmt.Sprintf("%d DIFFER, first: %s", len(sr.seq.diffs), strings.Join(sr.seq.diffs[:min(3, len(sr.seq.diffs))], "; "))
-	}
+	status := problems("identical", "DIFFER", sr.seq.diffs)
 	fmt.Fprintf(w, "checked the same %d script calls on both servers (6 buckets, the clock and cost given, %d denied) and the hashes left: %s\n", sr.seq.calls, sr.seq.denied, status)
 	fmt.Fprintf(w, "checked SCRIPT EXISTS after the run: rlserver %v, Redis %v\n", sr.exists[0], sr.exists[1])
 }
