@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"encoding/binary"
 	"strconv"
 
 	"github.com/rlserver/rlserver/engine"
@@ -283,24 +284,40 @@ var dumpSpec = &Spec{Name: "kv.dump", Arity: -2, FirstKey: 1, LastKey: -1, KeySt
 // them (kv.Decode), clients cannot send them (Lookup does not find them).
 var internal = map[string]*Spec{restoreSpec.Name: restoreSpec, dumpSpec.Name: dumpSpec}
 
-// restoreCmd is the restore of key to a data value e, a limiter state
-// lim ("kv.restore key L<kind> fields..."), or nothing ("-").
+// restoreCmd is the restore of key to a data value e ("kv.restore key D
+// fields"), a limiter state lim ("kv.restore key L<kind> fields"), or
+// nothing ("kv.restore key -"); fields are packed in one argument, each
+// a varint.
 func restoreCmd(key []byte, e *values.Entry, lim *engine.Record) *Cmd {
-	args := [][]byte{[]byte(restoreSpec.Name), key}
+	var form []byte
+	var fields []int64
 	switch {
 	case e != nil:
-		for _, f := range values.AppendFields(nil, e) {
-			args = append(args, strconv.AppendInt(nil, f, 10))
-		}
+		form, fields = []byte("D"), values.AppendFields(nil, e)
 	case lim != nil:
-		args = append(args, strconv.AppendInt([]byte("L"), int64(lim.Kind), 10))
-		for _, f := range lim.Fields {
-			args = append(args, strconv.AppendInt(nil, f, 10))
-		}
+		form, fields = strconv.AppendInt([]byte("L"), int64(lim.Kind), 10), lim.Fields
 	default:
-		args = append(args, []byte("-"))
+		return New(restoreSpec, [][]byte{[]byte(restoreSpec.Name), key, []byte("-")}, false)
 	}
-	return New(restoreSpec, args, false)
+	packed := make([]byte, 0, 2*len(fields)+8)
+	for _, f := range fields {
+		packed = binary.AppendVarint(packed, f)
+	}
+	return New(restoreSpec, [][]byte{[]byte(restoreSpec.Name), key, form, packed}, false)
+}
+
+// unpack reads the packed fields of a restore, or reports them corrupt.
+func unpack(b []byte) ([]int64, bool) {
+	fields := make([]int64, 0, len(b)/2+1)
+	for len(b) > 0 {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return nil, false
+		}
+		fields = append(fields, v)
+		b = b[n:]
+	}
+	return fields, true
 }
 
 func runRestore(c *Cmd, ks engine.Keyspace, w *Writer) {
@@ -310,16 +327,17 @@ func runRestore(c *Cmd, ks engine.Keyspace, w *Writer) {
 		w.OK()
 		return
 	}
+	if len(c.Args) != 4 {
+		w.Error(ErrSyntax)
+		return
+	}
+	fields, ok := unpack(c.Args[3])
+	if !ok {
+		w.Error(ErrSyntax)
+		return
+	}
 	if a := c.Args[2]; len(a) > 1 && a[0] == 'L' {
 		kind, err := strconv.Atoi(string(a[1:]))
-		fields := make([]int64, len(c.Args)-3)
-		for i, f := range c.Args[3:] {
-			n, ferr := strconv.ParseInt(string(f), 10, 64)
-			if ferr != nil {
-				err = ferr
-			}
-			fields[i] = n
-		}
 		if err != nil || kind <= 0 || kind >= engine.NumKinds {
 			w.Error(ErrSyntax)
 			return
@@ -332,14 +350,9 @@ func runRestore(c *Cmd, ks engine.Keyspace, w *Writer) {
 		w.OK()
 		return
 	}
-	fields := make([]int64, len(c.Args)-2)
-	for i, a := range c.Args[2:] {
-		n, err := strconv.ParseInt(string(a), 10, 64)
-		if err != nil {
-			w.Error(ErrSyntax)
-			return
-		}
-		fields[i] = n
+	if string(c.Args[2]) != "D" {
+		w.Error(ErrSyntax)
+		return
 	}
 	v, err := values.FromFields(fields)
 	if err != nil {

@@ -59,10 +59,10 @@ func (h *Hash) Set(k, v []byte) (bool, error) {
 	}
 	if i := h.find(k); i >= 0 {
 		h.size += len(v) - len(h.pairs[i].v)
-		h.pairs[i].v = bytes.Clone(v)
-		if h.pairs[i].v == nil {
-			h.pairs[i].v = []byte{}
-		}
+		// Overwrite in place when the old value has room: a token
+		// bucket's fields change on every call and keep their length.
+		// Get's callers use a value before they set the field again.
+		h.pairs[i].v = append(h.pairs[i].v[:0:cap(h.pairs[i].v)], v...)
 		return false, nil
 	}
 	if len(h.pairs) >= MaxElements {
