@@ -49,7 +49,16 @@ func newNetLab(t *testing.T, n int) *netLab {
 	seq := int(labSeq.Add(1))
 	pid := os.Getpid()
 	tag := fmt.Sprintf("%d%c", pid%100000, 'a'+rune(seq%26))
-	subnet := fmt.Sprintf("10.213.%d", (pid+seq*7)%250+1)
+	// A subnet no bridge on the host has: a lab left behind by a killed
+	// test run keeps its bridge, and the same subnet would route there.
+	used, _ := exec.Command("ip", "-br", "addr").Output()
+	subnet := ""
+	for k := range 250 {
+		subnet = fmt.Sprintf("10.213.%d", (pid+seq*7+k)%250+1)
+		if !strings.Contains(string(used), " "+subnet+".1/") {
+			break
+		}
+	}
 	l := &netLab{t: t, bridge: "rlb" + tag, hostIP: subnet + ".1"}
 	t.Cleanup(l.remove)
 	l.must("ip", "link", "add", l.bridge, "type", "bridge")
