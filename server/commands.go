@@ -31,7 +31,7 @@ func init() {
 		&command{name: "time", arity: 1, flags: []string{"loading", "stale", "fast"}, acl: []string{"@fast"},
 			summary: "Returns the server time.", group: "server", since: "2.6.0", handler: cmdTime},
 		&command{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"}, acl: []string{"@keyspace", "@read", "@fast"},
-			summary: "Returns the number of keys holding limiter state.", group: "server", since: "1.0.0", handler: cmdDBSize},
+			summary: "Returns the number of keys: limiter state and data keys.", group: "server", since: "1.0.0", handler: cmdDBSize},
 		&command{name: "flushall", arity: -1, flags: []string{"write"}, acl: []string{"@keyspace", "@write", "@slow", "@dangerous"},
 			summary: "Removes all keys.", group: "server", since: "1.0.0", handler: cmdFlushAll},
 		&command{name: "flushdb", arity: -1, flags: []string{"write"}, acl: []string{"@keyspace", "@write", "@slow", "@dangerous"},

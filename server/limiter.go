@@ -55,19 +55,19 @@ func init() {
 		&command{
 			name: "pttl", arity: 2, flags: []string{"readonly", "fast"},
 			firstKey: 1, lastKey: 1, keyStep: 1, acl: []string{"@keyspace", "@read", "@fast"},
-			summary: "Returns the milliseconds until the key's limiter state is empty again (-2 if missing).", group: "generic", since: "2.6.0",
+			summary: "Returns the milliseconds until the key expires: a limiter key when its state is empty again, a data key at its TTL (-1 without one, -2 if missing).", group: "generic", since: "2.6.0",
 			batch: batchEachKey(engine.OpTTL), render: renderTTL(msNanos),
 		},
 		&command{
 			name: "ttl", arity: 2, flags: []string{"readonly", "fast"},
 			firstKey: 1, lastKey: 1, keyStep: 1, acl: []string{"@keyspace", "@read", "@fast"},
-			summary: "Returns the seconds until the key's limiter state is empty again (-2 if missing).", group: "generic", since: "1.0.0",
+			summary: "Returns the seconds until the key expires: a limiter key when its state is empty again, a data key at its TTL (-1 without one, -2 if missing).", group: "generic", since: "1.0.0",
 			batch: batchEachKey(engine.OpTTL), render: renderTTL(secNanos),
 		},
 		&command{
 			name: "type", arity: 2, flags: []string{"readonly", "fast"},
 			firstKey: 1, lastKey: 1, keyStep: 1, acl: []string{"@keyspace", "@read", "@fast"},
-			summary: "Determines the kind of limiter state stored at a key.", group: "generic", since: "1.0.0",
+			summary: "Determines the type of a key: rl-gcra, rl-fixed... for limiter state, string, hash or zset for data.", group: "generic", since: "1.0.0",
 			batch: batchEachKey(engine.OpTTL), render: renderType,
 		},
 	)
