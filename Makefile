@@ -137,7 +137,11 @@ faults:
 	RLSERVER_FAULTS=1 RLSERVER_SOAK=1 $(GO) test -race -count=1 -timeout 30m -run '^(TestClusterNetFaults|TestClusterNetFaultPlantedBug|TestClusterDiskFull|TestClusterDiskStall|TestShardedFailover)$$' -v ./clienttest/
 
 # The replicated throughput (three local Raft nodes, fsync on) side by side
-# with standalone Redis + Lua (bench/cluster-compare.sh).
+# with standalone rlserver and Redis + Lua (bench/cluster-compare.sh): req/s,
+# p99 and each process's CPU per decision at -P 32 and -P 1, through the
+# leader and through a follower, with the ratios to standalone that issue
+# 22 sets goals for. About three minutes; ROUNDS, REQUESTS, PIPELINES...
+# in the environment (see the script).
 .PHONY: bench-cluster
 bench-cluster:
 	bash bench/cluster-compare.sh
