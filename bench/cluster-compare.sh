@@ -10,7 +10,7 @@
 # prints throughput, p99 and the server CPU time per decision (user+system,
 # from /proc/<pid>/stat) of every process involved: the leader, follower1
 # (the follower the clients of "via follower" talk to), follower2, and their
-# sum; then the ratios to standalone and the goals of issue 22 (median of
+# sum; then the ratios to standalone and the replication goals (median of
 # the rounds): the sum of the three nodes' CPU per decision at most 3.5x
 # standalone's, throughput through the leader at least 40% of standalone's
 # and through a follower at least 30%. dec/entry is decisions per Raft log
@@ -264,7 +264,7 @@ if [ "$ROUNDS" -gt 1 ]; then
 fi
 
 echo
-echo "goals (issue 22)$([ "$ROUNDS" -gt 1 ] && echo ", medians"):"
+echo "replication goals$([ "$ROUNDS" -gt 1 ] && echo ", medians"):"
 for p in $PIPELINES; do
 	s=$(median standalone "$p") l=$(median leader "$p") f=$(median follower "$p")
 	awk -v p="$p" -v s="$s" -v l="$l" -v f="$f" 'function ok(c) { return c ? "met" : "MISSED" }
