@@ -127,7 +127,9 @@ func (c *tcluster) live() []*tnode {
 func (c *tcluster) leader() *tnode {
 	c.t.Helper()
 	var l *tnode
-	waitFor(c.t, 10*time.Second, "a leader", func() bool {
+	// Elections take well under a second here, but a machine whose disk
+	// is busy (fsync) and whose CPUs are shared can take several.
+	waitFor(c.t, 20*time.Second, "a leader", func() bool {
 		for _, tn := range c.live() {
 			if tn.n.raft.State() == raft.Leader {
 				l = tn
