@@ -91,14 +91,14 @@ func (s *Server) queue(c *client, args [][]byte) {
 		// Redis queues UNWATCH too: EXEC checks the watched keys before
 		// running anything, so it only adds +OK to EXEC's reply.
 		c.txn.queued = append(c.txn.queued, queuedCmd{})
-		s.flushBatch(c)
-		c.rep.conn.WriteString("QUEUED")
+		c.pending = append(c.pending, pendingReply{status: "QUEUED"})
 		return
 	}
 	spec, ok := kv.Lookup(args[0])
-	isScript := scriptCommands[string(appendLower(nil, args[0]))]
+	cmd := lookup(appendLower(c.lower[:0], args[0]))
+	isScript := scriptCommands[cmd.name]
 	var limiter *command
-	if cmd := lookup(appendLower(nil, args[0])); !ok && !isScript && cmd != nil && cmd.batch != nil && cmd.render != nil {
+	if !ok && !isScript && cmd.batch != nil && cmd.render != nil {
 		limiter = cmd // RL.ALLOW, CL.THROTTLE...: run on the copy (execScripts)
 	}
 	if !ok && !isScript && limiter == nil {
@@ -109,7 +109,7 @@ func (s *Server) queue(c *client, args [][]byte) {
 		var keys [][]byte
 		if ok {
 			keys = spec.KeysOf(args)
-		} else if first, last, _ := lookup(appendLower(nil, args[0])).keyRange(args); first > 0 {
+		} else if first, last, _ := cmd.keyRange(args); first > 0 {
 			keys = args[first : last+1]
 		}
 		if len(keys) > 0 {
