@@ -130,6 +130,11 @@ func (n *Node) dispatch(calls []*call, reqs, size int) {
 				return
 			}
 			deliver(calls, br.res)
+			// Raft's log cache keeps the entry's future, hence this
+			// response, for the next 1,024 entries: drop the results
+			// from it, or the collector scans each entry's results
+			// (pointers: errors, replies) again and again.
+			br.res = nil
 		}()
 	case raft.Shutdown:
 		fail(calls, ErrShutdown)

@@ -180,9 +180,15 @@ type entry struct {
 }
 
 // decodeEntry decodes a log entry written by this package.
-func decodeEntry(b []byte) (entry, error) {
+func decodeEntry(b []byte) (entry, error) { return decodeEntryInto(b, nil) }
+
+// decodeEntryInto is decodeEntry decoding a cmdBatch2 entry's requests
+// into buf's array when it is large enough (the FSM reuses one array for
+// every entry it applies: the requests' keys point into b, and nothing
+// keeps a request after the entry is applied).
+func decodeEntryInto(b []byte, buf []engine.Request) (entry, error) {
 	if len(b) > 0 && b[0] == cmdNoCreate { // memory.go
-		return decodeNoCreate(b[1:])
+		return decodeNoCreate(b[1:], buf)
 	}
 	d := decoder{b: b}
 	e := entry{cmd: d.byte(), nowNanos: d.varint()}
@@ -209,6 +215,9 @@ func decodeEntry(b []byte) (entry, error) {
 			return e, err
 		}
 	case cmdBatch2, cmdPolicySet, cmdPolicyDel, cmdPolicyReplace:
+		if e.cmd == cmdBatch2 {
+			e.reqs = buf[:0]
+		}
 		if err := decodePolicyEntry(&e, d.b); err != nil {
 			return e, err
 		}

@@ -39,6 +39,10 @@ type fsm struct {
 
 	// Slot moves (slotmove.go; data groups only), under mu.
 	slots slotTable
+
+	// reqBuf is the array the requests of the entry being applied are
+	// decoded into, reused from entry to entry (under mu).
+	reqBuf []engine.Request
 }
 
 func newFSM(eng *engine.Engine) *fsm {
@@ -98,9 +102,12 @@ func (f *fsm) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	e, err := decodeEntry(l.Data)
+	e, err := decodeEntryInto(l.Data, f.reqBuf)
 	if err != nil {
 		panic(fmt.Sprintf("cluster: log entry %d (term %d) does not decode: %v", l.Index, l.Term, err))
+	}
+	if cap(e.reqs) > cap(f.reqBuf) {
+		f.reqBuf = e.reqs[:0]
 	}
 	now := max(e.nowNanos, f.now.Load())
 	f.now.Store(now)
@@ -134,14 +141,24 @@ func (f *fsm) Apply(l *raft.Log) any {
 		}
 		return &lenResult{n: n}
 	case cmdBatch2:
-		res := make([]engine.Result, len(e.reqs))
-		keep, keepNames, idx, filtered := f.filterOwned(e.reqs, e.names, res) // slotmove.go
-		if filtered {
-			e.reqs, e.names = keep, keepNames
+		var res []engine.Result
+		var idx []int
+		filtered := false
+		if len(f.slots.state) > 0 { // slots moving in or out (slotmove.go)
+			res = make([]engine.Result, len(e.reqs))
+			var keep []engine.Request
+			var keepNames [][]byte
+			keep, keepNames, idx, filtered = f.filterOwned(e.reqs, e.names, res) // slotmove.go
+			if filtered {
+				e.reqs, e.names = keep, keepNames
+			}
 		}
 		sub, err := f.applyBatch2(now, &e)
 		if err != nil {
 			panic(fmt.Sprintf("cluster: applying log entry %d: %v", l.Index, err))
+		}
+		if !filtered {
+			return &batchResult{res: sub}
 		}
 		scatter(res, sub, idx, filtered)
 		return &batchResult{res: res}

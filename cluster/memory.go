@@ -98,8 +98,8 @@ func decodeEvict(e *entry, b []byte) error {
 }
 
 // decodeNoCreate decodes the entry a cmdNoCreate byte wraps: a batch.
-func decodeNoCreate(b []byte) (entry, error) {
-	e, err := decodeEntry(b)
+func decodeNoCreate(b []byte, buf []engine.Request) (entry, error) {
+	e, err := decodeEntryInto(b, buf)
 	if err != nil {
 		return e, err
 	}

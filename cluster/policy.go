@@ -152,12 +152,24 @@ func (d *decoder) request2(r *engine.Request) (name []byte) {
 // the log. names is nil when no request names a policy. Keys and names
 // alias b.
 func decodeRequests2(b []byte, count uint64) ([]engine.Request, [][]byte, error) {
+	return decodeRequests2Into(b, count, nil)
+}
+
+// decodeRequests2Into is decodeRequests2 decoding into buf's array when it
+// holds count requests.
+func decodeRequests2Into(b []byte, count uint64, buf []engine.Request) ([]engine.Request, [][]byte, error) {
 	// Every request takes at least 8 bytes.
 	if count > uint64(len(b))/8 {
 		return nil, nil, errCorrupt
 	}
 	d := decoder{b: b}
-	reqs := make([]engine.Request, count)
+	var reqs []engine.Request
+	if uint64(cap(buf)) >= count {
+		reqs = buf[:count]
+		clear(reqs)
+	} else {
+		reqs = make([]engine.Request, count)
+	}
 	var names [][]byte
 	for i := range reqs {
 		if name := d.request2(&reqs[i]); name != nil {
@@ -222,7 +234,7 @@ func decodePolicyEntry(e *entry, b []byte) error {
 		if d.err != nil {
 			return errCorrupt
 		}
-		reqs, names, err := decodeRequests2(d.b, count)
+		reqs, names, err := decodeRequests2Into(d.b, count, e.reqs)
 		if err != nil {
 			return err
 		}
