@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/binary"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,10 +47,48 @@ type call struct {
 }
 
 // callResult gives a call its results: res[off:off+n] of a shared slice.
+// shared, when set, is released once the call has used them.
 type callResult struct {
-	res []engine.Result
-	off int
-	err error
+	res    []engine.Result
+	off    int
+	err    error
+	shared *sharedResults
+}
+
+// sharedResults is one applied entry's results, read by every call in the
+// entry: the last call to release them returns the array to resultPool
+// for a later entry (an entry's results are about 100 bytes per request,
+// most of what the leader allocates). A call whose caller stopped waiting
+// never releases: its entry's array is left to the collector.
+type sharedResults struct {
+	res  []engine.Result
+	refs atomic.Int32
+}
+
+func (s *sharedResults) release() {
+	if s != nil && s.refs.Add(-1) == 0 {
+		putResults(s.res)
+	}
+}
+
+var resultPool sync.Pool // of *[]engine.Result
+
+// getResults returns n zero results, from resultPool when it holds an
+// array large enough.
+func getResults(n int) []engine.Result {
+	if p, _ := resultPool.Get().(*[]engine.Result); p != nil && cap(*p) >= n {
+		res := (*p)[:n]
+		clear(res)
+		return res
+	}
+	return make([]engine.Result, n)
+}
+
+func putResults(res []engine.Result) {
+	if cap(res) > maxCallReqs {
+		return
+	}
+	resultPool.Put(&res)
 }
 
 func (n *Node) runBatcher() {
@@ -129,12 +168,15 @@ func (n *Node) dispatch(calls []*call, reqs, size int) {
 				fail(calls, ErrUnknownOutcome)
 				return
 			}
-			deliver(calls, br.res)
 			// Raft's log cache keeps the entry's future, hence this
-			// response, for the next 1,024 entries: drop the results
-			// from it, or the collector scans each entry's results
+			// response, for the next 1,024 entries: the results leave
+			// it, or the collector would scan each entry's results
 			// (pointers: errors, replies) again and again.
+			res := br.res
 			br.res = nil
+			shared := &sharedResults{res: res}
+			shared.refs.Store(int32(len(calls)))
+			deliverShared(calls, res, shared)
 		}()
 	case raft.Shutdown:
 		fail(calls, ErrShutdown)
@@ -198,32 +240,44 @@ func (n *Node) dispatch(calls []*call, reqs, size int) {
 				fail(fwd, ErrUnknownOutcome)
 				return
 			}
-			deliver(fwd, res)
+			deliverShared(fwd, res, nil)
 		}()
 	}
 }
 
-func deliver(calls []*call, res []engine.Result) {
+func deliverShared(calls []*call, res []engine.Result, shared *sharedResults) {
 	off := 0
 	for _, c := range calls {
-		c.done <- callResult{res: res, off: off}
+		c.done <- callResult{res: res, off: off, shared: shared}
 		off += c.n
 	}
 }
 
-// submit queues an encoded chunk of count requests into the group commit
-// and waits for its results, res[off:off+count]. With localOnly false it
-// retries, through whichever node is leader, while the command is certainly
-// not appended, until ctx ends.
-func (n *Node) submit(ctx context.Context, chunk []byte, count int, localOnly bool) ([]engine.Result, int, error) {
-	return n.submitBy(ctx, chunk, count, localOnly, time.Time{})
+// submit queues an encoded chunk of count requests into the group commit,
+// waits for its results and hands them to use (count of them), which must
+// not keep them. With localOnly false it retries, through whichever node
+// is leader, while the command is certainly not appended, until ctx ends.
+func (n *Node) submit(ctx context.Context, chunk []byte, count int, localOnly bool, use func([]engine.Result)) error {
+	return n.submitBy(ctx, chunk, count, localOnly, time.Time{}, use)
 }
 
 // submitBy is submit with the call's deadline (deadline.go): for a
 // localOnly call the leader's deadline (zero: none); otherwise ctx's.
-func (n *Node) submitBy(ctx context.Context, chunk []byte, count int, localOnly bool, deadline time.Time) ([]engine.Result, int, error) {
+func (n *Node) submitBy(ctx context.Context, chunk []byte, count int, localOnly bool, deadline time.Time, use func([]engine.Result)) error {
+	res, off, shared, err := n.await(ctx, chunk, count, localOnly, deadline)
+	if err != nil {
+		return err
+	}
+	use(res[off : off+count])
+	shared.release()
+	return nil
+}
+
+// await does submitBy's work up to the results: res[off:off+count], to
+// release through shared once used.
+func (n *Node) await(ctx context.Context, chunk []byte, count int, localOnly bool, deadline time.Time) ([]engine.Result, int, *sharedResults, error) {
 	if n.removed.Load() {
-		return nil, 0, ErrRemoved
+		return nil, 0, nil, ErrRemoved
 	}
 	if deadline.IsZero() && !localOnly {
 		deadline, _ = ctx.Deadline()
@@ -233,38 +287,38 @@ func (n *Node) submitBy(ctx context.Context, chunk []byte, count int, localOnly 
 		select {
 		case n.calls <- c:
 		case <-ctx.Done():
-			return nil, 0, n.notAppended()
+			return nil, 0, nil, n.notAppended()
 		case <-n.closing:
-			return nil, 0, ErrShutdown
+			return nil, 0, nil, ErrShutdown
 		}
 		var r callResult
 		select {
 		case r = <-c.done:
 		case <-ctx.Done():
 			if c.state.CompareAndSwap(callQueued, callAbandoned) {
-				return nil, 0, n.notAppended()
+				return nil, 0, nil, n.notAppended()
 			}
 			var ok bool
 			if r, ok = n.grace(c); !ok {
-				return nil, 0, ErrUnknownOutcome
+				return nil, 0, nil, ErrUnknownOutcome
 			}
 		case <-n.closing:
 			if c.state.CompareAndSwap(callQueued, callAbandoned) {
-				return nil, 0, ErrShutdown
+				return nil, 0, nil, ErrShutdown
 			}
 			var ok bool
 			if r, ok = n.grace(c); !ok {
-				return nil, 0, ErrUnknownOutcome
+				return nil, 0, nil, ErrUnknownOutcome
 			}
 		}
 		if r.err == nil {
-			return r.res, r.off, nil
+			return r.res, r.off, r.shared, nil
 		}
 		if localOnly || !retryable(r.err) {
-			return nil, 0, exported(r.err)
+			return nil, 0, nil, exported(r.err)
 		}
 		if !n.pause(ctx) {
-			return nil, 0, n.notAppended()
+			return nil, 0, nil, n.notAppended()
 		}
 	}
 }

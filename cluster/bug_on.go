@@ -36,5 +36,5 @@ func (n *Node) plantedAck(calls []*call, reqs int) {
 		fail(calls, ErrUnknownOutcome)
 		return
 	}
-	deliver(calls, res)
+	deliverShared(calls, res, nil)
 }

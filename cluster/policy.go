@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/rlserver/rlserver/engine"
@@ -316,7 +317,7 @@ func policyErr(code byte) error {
 
 // applyBatch2 applies a cmdBatch2 entry at now, resolving its policies.
 func (f *fsm) applyBatch2(now int64, e *entry) ([]engine.Result, error) {
-	res := make([]engine.Result, len(e.reqs))
+	res := getResults(len(e.reqs)) // batch.go: the leader returns it to the pool
 	if f.policies.ResolveInPlace(e.reqs, e.names) {
 		return res, f.eng.Do(context.Background(), now, e.reqs, res)
 	}
@@ -410,13 +411,31 @@ func (n *Node) DoPolicies(ctx context.Context, reqs []engine.Request, names [][]
 	defer cancel()
 	// Encoding copies the keys, which alias the caller's buffers: after an
 	// early return nothing here reads them.
-	chunk := appendRequests2(make([]byte, 0, len(reqs)*48), reqs, names)
-	all, off, err := n.submit(ctx, chunk, len(reqs), false)
-	if err != nil {
-		return err
+	chunk := appendRequests2(getChunk(len(reqs)*48), reqs, names)
+	err := n.submit(ctx, chunk, len(reqs), false, func(all []engine.Result) {
+		copy(res[:len(reqs)], all)
+	})
+	if err == nil {
+		// The batcher copied the chunk into its entry or message before
+		// any result came back; after an error it may not have.
+		putChunk(chunk)
 	}
-	copy(res[:len(reqs)], all[off:off+len(reqs)])
-	return nil
+	return err
+}
+
+var chunkPool sync.Pool // of *[]byte: DoPolicies' encoded requests
+
+func getChunk(n int) []byte {
+	if p, _ := chunkPool.Get().(*[]byte); p != nil && cap(*p) >= n {
+		return (*p)[:0]
+	}
+	return make([]byte, 0, n)
+}
+
+func putChunk(b []byte) {
+	if cap(b) <= maxCallBytes {
+		chunkPool.Put(&b)
+	}
 }
 
 // proposePolicy applies a policy entry (body: type and payload) on the
@@ -501,9 +520,12 @@ func (n *Node) handleForward2(ctx context.Context, typ byte, payload []byte) (st
 }
 
 func (n *Node) serveBatch(ctx context.Context, chunk []byte, count int) (byte, []byte, bool) {
-	res, off, err := n.submitBy(ctx, chunk, count, true, leaderDeadline(ctx))
+	var body []byte
+	err := n.submitBy(ctx, chunk, count, true, leaderDeadline(ctx), func(res []engine.Result) {
+		body = appendResults(nil, res)
+	})
 	if err != nil {
 		return statusOf(err), nil, true
 	}
-	return statusOK, appendResults(nil, res[off:off+count]), true
+	return statusOK, body, true
 }
