@@ -68,6 +68,9 @@
 //   - The whole log: the stable file's first index is set to LastIndex+1,
 //     hiding every record, then every segment is removed. If the next
 //     StoreLogs starts below that index, the first index is cleared first.
+//     The log is emptied even when a step fails (the error is returned):
+//     Raft does not retry this deletion, and a log left in place would
+//     refuse the appends that follow the snapshot.
 //   - From the back: later segments are removed (newest first), the folder
 //     synced, then the segment holding the first deleted record is
 //     truncated at it and synced, so a crash cannot bring the deleted

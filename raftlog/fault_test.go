@@ -237,3 +237,33 @@ func TestConcurrent(t *testing.T) {
 	s = reopen(t, s, dir, Options{SegmentSize: 4000})
 	holds(t, s, first, last, term1)
 }
+
+// TestDeleteAllWhenSyncFails: Raft deletes the whole log after installing
+// a snapshot and does not retry; the log is emptied even when storing
+// the deletion fails, and a first index the failed write may have left
+// on disk does not hide what is stored next, below it.
+func TestDeleteAllWhenSyncFails(t *testing.T) {
+	s, dir, opts := filled(t, 100)
+	var fail atomic.Bool
+	s.fsync = func(f *os.File) error {
+		if fail.Load() {
+			return errInjected
+		}
+		return fdatasync(f)
+	}
+	fail.Store(true)
+	if err := s.DeleteRange(1, 100); !errors.Is(err, errInjected) {
+		t.Fatalf("DeleteRange with fdatasync failing: %v", err)
+	}
+	holds(t, s, 0, 0, term1)
+	if n := len(segFiles(t, dir)); n != 0 {
+		t.Fatalf("%d segments left", n)
+	}
+	if err := s.StoreLogs(entries(50, 52, 2)); !errors.Is(err, errInjected) {
+		t.Fatalf("StoreLogs with fdatasync failing: %v", err)
+	}
+	fail.Store(false)
+	store(t, s, entries(50, 52, 2))
+	s = reopen(t, s, dir, opts)
+	holds(t, s, 50, 52, func(uint64) uint64 { return 2 })
+}

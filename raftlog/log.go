@@ -193,10 +193,10 @@ func (s *Store) tail(next uint64) (*segment, error) {
 	if g != nil && (g.size < s.opts.SegmentSize || len(g.offsets) == 0) {
 		return g, nil
 	}
-	if s.last == 0 && s.stable.storedFirst() > next {
-		// A first index left by a deletion of the whole log would hide
-		// this record after a restart.
-		if err := s.stable.setFirst(0); err != nil {
+	if s.last == 0 {
+		// A first index left by a deletion of the whole log must not
+		// hide this record after a restart.
+		if err := s.stable.allowFirst(next); err != nil {
 			return nil, err
 		}
 	}
@@ -231,12 +231,13 @@ func (s *Store) DeleteRange(lo, hi uint64) error {
 	if lo > hi {
 		return nil
 	}
+	if lo == s.first && hi == s.last {
+		return s.deleteAll()
+	}
 	if err := s.repair(); err != nil {
 		return err
 	}
 	switch {
-	case lo == s.first && hi == s.last:
-		return s.deleteAll()
 	case lo == s.first:
 		return s.deleteFront(hi + 1)
 	case hi == s.last:
@@ -262,16 +263,21 @@ func (s *Store) deleteFront(first uint64) error {
 	return s.removeSegments(gone)
 }
 
-// deleteAll empties the log.
+// deleteAll empties the log. The stored first index hides every record
+// first, so that a crash among the removals cannot bring back part of the
+// log. If that write fails, or an earlier cut of the tail is pending, the
+// log is emptied all the same: Raft deletes the whole log after
+// installing a snapshot, does not retry if that fails, and next appends
+// the entry after the snapshot, which only an empty log accepts. A log
+// left non-empty would refuse every append from then on.
 func (s *Store) deleteAll() error {
-	if err := s.stable.setFirst(s.last + 1); err != nil {
-		return err
-	}
+	ferr := s.stable.setFirst(s.last + 1)
 	s.mu.Lock()
 	gone := s.segs
 	s.segs, s.first, s.last = nil, 0, 0
 	s.mu.Unlock()
-	return s.removeSegments(gone)
+	s.truncPending = false // the tail goes too
+	return errors.Join(ferr, s.removeSegments(gone))
 }
 
 // removeSegments closes and removes the files of segments already out

@@ -34,6 +34,11 @@ type stableFile struct {
 	kv       map[string][]byte
 	buf      []byte
 
+	// unsure: the last write failed, and the slot it went to may hold
+	// it all the same (a sync that failed after the data reached the
+	// disk). The next write goes to that slot again, over it.
+	unsure bool
+
 	sync    func(*os.File) error // of a file's data, unless NoSync
 	syncDir func() error         // of the store's folder, unless NoSync
 }
@@ -164,7 +169,8 @@ func (st *stableFile) encodeSlot(seq, first uint64, kv map[string][]byte) []byte
 }
 
 // write stores first and kv as the next slot; the caller holds st.mu.
-// On failure nothing changes, in memory or in the valid slot.
+// On failure nothing changes in memory or in the last slot written
+// successfully.
 func (st *stableFile) write(first uint64, kv map[string][]byte) error {
 	if st.f == nil {
 		return ErrClosed
@@ -182,16 +188,18 @@ func (st *stableFile) write(first uint64, kv map[string][]byte) error {
 		// syncing the folder failed.
 		st.f.Close()
 		st.f, st.slotSize = f, slotSize
-		st.seq, st.first, st.kv = seq, first, kv
+		st.seq, st.first, st.kv, st.unsure = seq, first, kv, false
 		return err
 	}
-	if _, err := st.f.WriteAt(slot, int64(seq%2)*st.slotSize); err != nil {
+	_, err := st.f.WriteAt(slot, int64(seq%2)*st.slotSize)
+	if err == nil {
+		err = st.sync(st.f)
+	}
+	if err != nil {
+		st.unsure = true
 		return fmt.Errorf("raftlog: %w", err)
 	}
-	if err := st.sync(st.f); err != nil {
-		return fmt.Errorf("raftlog: %w", err)
-	}
-	st.seq, st.first, st.kv = seq, first, kv
+	st.seq, st.first, st.kv, st.unsure = seq, first, kv, false
 	return nil
 }
 
@@ -253,7 +261,7 @@ func (st *stableFile) get(key []byte) ([]byte, error) {
 func (st *stableFile) setFirst(first uint64) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if first == st.first {
+	if first == st.first && !st.unsure {
 		return nil
 	}
 	return st.write(first, st.kv)
@@ -263,6 +271,17 @@ func (st *stableFile) storedFirst() uint64 {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.first
+}
+
+// allowFirst makes sure the stored first index, including one a failed
+// write may have left on disk, does not hide index.
+func (st *stableFile) allowFirst(index uint64) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.first <= index && !st.unsure {
+		return nil
+	}
+	return st.write(0, st.kv)
 }
 
 func (st *stableFile) close() error {
