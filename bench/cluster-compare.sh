@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Replicated rlserver against standalone rlserver (and Redis + Lua), side by
 # side: builds rlserver, starts a standalone rlserver, a three-node cluster
-# (Raft log in bbolt, fsync on every commit) and, when installed,
+# (Raft log in append-only segment files, fdatasync on every commit) and, when installed,
 # redis-server with the token-bucket script (bench/lua/token_bucket.lua), on
 # free loopback ports in a temporary folder, then runs the same
 # redis-benchmark case (RL.ALLOW on random keys, EVALSHA for Redis) against
@@ -15,10 +15,11 @@
 # standalone's, throughput through the leader at least 40% of standalone's
 # and through a follower at least 30%. dec/entry is decisions per Raft log
 # entry (requests over the leader's growth of raft_last_log_index).
-# The cluster keeps one Raft log for the whole run: as log compaction frees
-# bbolt pages, every commit writes a larger freelist, so later rounds (the
-# -P 1 ones above all) cost more than earlier ones; that drift is real, not
-# noise, so compare the rounds as well as the medians.
+# The cluster keeps one Raft log for the whole run. With the bbolt log of
+# earlier versions, log compaction freed pages and every commit then wrote
+# a larger freelist, so later rounds (the -P 1 ones above all) cost more
+# than earlier ones; the append-only log has no freelist, but compare the
+# rounds as well as the medians.
 #
 #   ./bench/cluster-compare.sh               # 2 rounds; about 3 minutes
 #   ROUNDS=3 REQUESTS=2000000 REQUESTS_P1=400000 ./bench/cluster-compare.sh

@@ -213,9 +213,10 @@ func TestClusterDiskFull(t *testing.T) {
 
 	// waitMarked waits until n reports raft_disk_failed as want. Waiting
 	// for 1, it also sends large entries (read-only RL.ALLOW with 4 KiB
-	// keys, 16 to a pipeline): a node whose Raft database has free pages
-	// inside its file keeps writing on a full file system until they are
-	// used up.
+	// keys, 16 to a pipeline): a node keeps writing on a full file
+	// system while its entries fit in room its files already have (the
+	// free pages of the bbolt file the log used to be, the last page of a
+	// segment file now).
 	waitMarked := func(n *cnode, want string, timeout time.Duration) {
 		t.Helper()
 		stop := make(chan struct{})

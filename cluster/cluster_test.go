@@ -13,7 +13,7 @@ import (
 	"github.com/rlserver/rlserver/engine"
 )
 
-// In-process clusters: real TCP on loopback, real bolt stores in temp
+// In-process clusters: real TCP on loopback, real raftlog stores in temp
 // dirs, short timeouts, and waits that poll until a deadline.
 
 type tnode struct {

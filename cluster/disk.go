@@ -232,6 +232,17 @@ func (g *diskGuard) storeLogs(logs []*raft.Log) error {
 	return g.LogStore.StoreLogs(logs)
 }
 
+// IsMonotonic implements raft.MonotonicLogStore for the store the guard
+// wraps (embedding the interface does not carry the method over). Raft
+// asks LogCache, which asks the guard: without it, Raft would keep a
+// follower's old entries when it installs a snapshot and append the next
+// ones after a gap, which raftlog refuses (the follower could then never
+// append again).
+func (g *diskGuard) IsMonotonic() bool {
+	m, ok := g.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
+
 // DeleteRange implements raft.LogStore.
 func (g *diskGuard) DeleteRange(min, max uint64) error {
 	defer g.end(g.begin("log compaction"))

@@ -1,7 +1,9 @@
 // Package cluster replicates the limiter engine with Raft (hashicorp/raft,
-// raft-boltdb for the log and stable store with fsync, file snapshots) so
-// that a cluster of three nodes keeps serving when one dies and never
-// forgets a decision it acknowledged.
+// the raftlog package for the log and stable store, one fdatasync per
+// append, file snapshots) so that a cluster of three nodes keeps serving
+// when one dies and never forgets a decision it acknowledged. A data
+// folder from a version that kept them in raft-boltdb's raft.db is
+// migrated on the first start (logstore.go).
 //
 // A Node is the server.Backend in cluster mode. Every batch of requests (a
 // connection's pipeline) is encoded once and joins the group commit: one

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/raftlog"
 )
 
 // Peer is one member of a static cluster configuration.
@@ -151,8 +151,8 @@ type Node struct {
 	transport *Transport   // the process's Raft listener (shared when Config.Transport was set)
 	stream    *groupStream // this group's connections on it
 	trans     *raft.NetworkTransport
-	store     *raftboltdb.BoltStore
-	disk      *diskGuard // marks the node when a log write fails (disk.go)
+	store     *raftlog.Store // the Raft log and stable store (logstore.go)
+	disk      *diskGuard     // marks the node when a log write fails (disk.go)
 
 	calls   chan *call
 	sem     chan struct{}
@@ -261,7 +261,7 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 			n.store.Close()
 		}
 	}
-	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db"), NoSync: cfg.NoSync})
+	n.store, err = openLogStore(cfg.Dir, cfg.NoSync, cfg.Logger)
 	if err != nil {
 		cleanup()
 		return nil, fmt.Errorf("cluster: raft log: %w", err)

@@ -1,0 +1,120 @@
+// Package raftlog is Raft's log and stable store on disk: append-only
+// segment files for the log, one small file for the stable store. It
+// implements hashicorp/raft's LogStore, MonotonicLogStore and StableStore.
+//
+// It replaces raft-boltdb, where every StoreLogs was a bbolt transaction:
+// two fdatasyncs (data pages, then the meta page), scattered page writes,
+// page allocation and a freelist rewritten on every commit. Here a
+// StoreLogs is one write at the end of a file and one fdatasync.
+//
+// # Log
+//
+// The log is a sequence of segment files in the store's folder, named
+// log-<index of their first record, 20 digits>.seg, each a sequence of
+// records, one per raft.Log, all little-endian:
+//
+//	length   uint32  bytes after the header (29 + len(Data) + len(Extensions))
+//	crc      uint32  CRC-32C (Castagnoli) of those bytes
+//	index    uint64
+//	term     uint64
+//	appended int64   AppendedAt in Unix nanoseconds; 0 is the zero time.Time
+//	type     uint8   raft.LogType
+//	dataLen  uint32
+//	data     dataLen bytes
+//	ext      the rest: Extensions
+//
+// Empty Data and Extensions read back as nil. An AppendedAt of exactly
+// the Unix epoch reads back as the zero time.
+//
+// Indexes are consecutive, within a segment and across segments: a
+// StoreLogs must continue LastIndex+1, except into an empty log (a new
+// store, or one whose entries were all deleted), which may start at any
+// index (after a snapshot install Raft stores index N+1 into a wiped
+// log). That is why the store says it is monotonic: Raft then deletes
+// the whole log after installing a snapshot instead of leaving a gap.
+// A StoreLogs goes to the last segment until that segment reaches
+// Options.SegmentSize; the next one starts a new segment (created, then
+// the folder fsynced).
+//
+// In memory each segment keeps its open file and the offset of each
+// record (8 bytes per entry): GetLog is one ReadAt of a known range, a
+// CRC check and a decode. Readers share a sync.RWMutex with the writer,
+// which holds it only to publish what it wrote and synced, so GetLog
+// never waits for an fdatasync.
+//
+// # Writes that fail
+//
+// A write or fdatasync that fails (ENOSPC, EIO) leaves the store as it
+// was: the segment is truncated back to its last good size (and synced)
+// before the error is returned, and nothing in memory changes. If even
+// that truncation fails, it is redone before the next write, so a partial
+// record never ends up between good ones. After a failed fdatasync the
+// written bytes may still reach the disk: a crash then can bring back
+// records whose StoreLogs returned an error, as after a crash between a
+// write and its acknowledgement; Raft handles that.
+//
+// # Deleting
+//
+// Raft deletes from the front after a snapshot, from the back when a
+// follower's log conflicts with its leader's, and the whole log after
+// installing a snapshot. DeleteRange accepts only those three shapes
+// (ranges reaching past either end are clamped); one that would leave a
+// gap is refused.
+//
+//   - From the front: the new first index is written to the stable file
+//     (below), then the segments lying wholly before it are removed. A
+//     partly covered segment stays on disk, and the first index hides
+//     its deleted records, after a restart too.
+//   - The whole log: the stable file's first index is set to LastIndex+1,
+//     hiding every record, then every segment is removed. If the next
+//     StoreLogs starts below that index, the first index is cleared first.
+//     The log is emptied even when a step fails (the error is returned):
+//     Raft does not retry this deletion, and a log left in place would
+//     refuse the appends that follow the snapshot.
+//   - From the back: later segments are removed (newest first), the folder
+//     synced, then the segment holding the first deleted record is
+//     truncated at it and synced, so a crash cannot bring the deleted
+//     records back once DeleteRange has returned.
+//
+// # Open
+//
+// Open reads every segment, checking every record. A torn or corrupt tail
+// in the last segment (a short header or body, a zero or impossible
+// length, a CRC mismatch) is a write that was never acknowledged: it is
+// truncated away. A bad record in an earlier segment, a record whose CRC
+// is right but whose index is not the next one, or segments whose indexes
+// do not follow on, make Open fail with the file and offset: the store
+// does not start on a damaged log. Segments lying wholly before the
+// stored first index (a deletion interrupted by a crash) are removed.
+//
+// # Stable store
+//
+// The stable file ("stable") holds the key/value pairs Raft keeps (its
+// term and vote) and the log's first index. It has two slots of equal
+// size (4 KiB each, grown when the contents do not fit); each write goes
+// to the older slot, in place, and is synced:
+//
+//	seq      uint64  the write's number; the valid slot with the higher one wins
+//	length   uint32  bytes of payload
+//	crc      uint32  CRC-32C of seq, length and payload
+//	payload  first uint64, count uint32, then count times
+//	         keyLen uint32, key, valLen uint32, value (keys sorted)
+//
+// A torn write leaves the other slot intact. Writing in place needs no
+// new disk space, which matters: hashicorp/raft panics when it cannot
+// store a new term, and a node whose disk is full still receives new
+// terms from the others. A file rewritten whole (a temporary file, then a
+// rename) would need a free block on a full disk. The file is created,
+// and grown, through a temporary file and a rename.
+//
+// Get and GetUint64 of a missing key return ErrKeyNotFound, whose text is
+// "not found": hashicorp/raft compares the text. SetUint64 stores 8 bytes
+// big-endian, as raft-boltdb does.
+//
+// # NoSync
+//
+// Options.NoSync skips every fdatasync and fsync, of files and of the
+// folder: for tests only. A crash (of the machine, not the process) can
+// then lose acknowledged writes, and a deletion can come back in part
+// after it, which Open may refuse as a damaged log.
+package raftlog

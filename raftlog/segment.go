@@ -1,0 +1,123 @@
+package raftlog
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// segment is one log file. Its fields change only under the Store's wmu
+// and mu both, so readers holding mu.RLock see them stable.
+type segment struct {
+	first   uint64 // index of offsets[0], from the file's name
+	path    string
+	f       *os.File
+	offsets []int64 // start of each record, in index order
+	size    int64   // end of the last record: the file's good size
+}
+
+// last is the index of the segment's last record, first-1 when it has none.
+func (g *segment) last() uint64 { return g.first + uint64(len(g.offsets)) - 1 }
+
+// span is the byte range of index's record; index is in the segment.
+func (g *segment) span(index uint64) (start, end int64) {
+	k := index - g.first
+	start, end = g.offsets[k], g.size
+	if k+1 < uint64(len(g.offsets)) {
+		end = g.offsets[k+1]
+	}
+	return start, end
+}
+
+const (
+	segPrefix = "log-"
+	segSuffix = ".seg"
+)
+
+func segName(first uint64) string { return fmt.Sprintf("%s%020d%s", segPrefix, first, segSuffix) }
+
+// parseSegName returns the first index a segment's file name carries.
+func parseSegName(name string) (uint64, bool) {
+	digits, ok := strings.CutPrefix(name, segPrefix)
+	if !ok {
+		return 0, false
+	}
+	digits, ok = strings.CutSuffix(digits, segSuffix)
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(digits, 10, 64)
+	return v, err == nil
+}
+
+// scanError is the first bad record of a segment. torn: it may be the
+// tail of a write that never completed, and may be cut off in the last
+// segment; otherwise it is damage no write makes.
+type scanError struct {
+	off    int64
+	reason string
+	torn   bool
+}
+
+// scan reads every record of g's file from the start, filling g.offsets
+// and g.size up to the first bad record, which it returns (nil: the
+// whole file is good).
+func (g *segment) scan() (*scanError, error) {
+	fi, err := g.f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	fileSize := fi.Size()
+	r := bufio.NewReaderSize(io.NewSectionReader(g.f, 0, fileSize), 1<<20)
+	var h [headerSize]byte
+	var body []byte
+	off := int64(0)
+	for off < fileSize {
+		if _, err := io.ReadFull(r, h[:]); err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return &scanError{off, "short header", true}, nil
+			}
+			return nil, err
+		}
+		n, why := checkHeader(h[:], fileSize-off-headerSize)
+		if why != "" {
+			return &scanError{off, why, true}, nil
+		}
+		if int64(cap(body)) < n {
+			body = make([]byte, n)
+		}
+		body = body[:n]
+		if _, err := io.ReadFull(r, body); err != nil {
+			return nil, err
+		}
+		torn, bad := checkBody(h[:], body)
+		if torn != "" {
+			return &scanError{off, torn, true}, nil
+		}
+		if bad != "" {
+			return &scanError{off, bad, false}, nil
+		}
+		if got, want := bodyIndex(body), g.first+uint64(len(g.offsets)); got != want {
+			return &scanError{off, fmt.Sprintf("index %d where %d belongs", got, want), false}, nil
+		}
+		g.offsets = append(g.offsets, off)
+		off += headerSize + n
+		g.size = off
+	}
+	return nil, nil
+}
+
+// openSegment opens the segment file path for reading and appending.
+func openSegment(dir string, first uint64, flag int) (*segment, error) {
+	path := filepath.Join(dir, segName(first))
+	f, err := os.OpenFile(path, os.O_RDWR|flag, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &segment{first: first, path: path, f: f}, nil
+}
