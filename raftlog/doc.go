@@ -36,6 +36,18 @@
 // Options.SegmentSize; the next one starts a new segment (created, then
 // the folder fsynced).
 //
+// A segment's file runs ahead of its records: when a write would pass
+// its end, StoreLogs first extends it with zeros to the next MiB (synced
+// with the records, by the same fdatasync). Most writes then overwrite
+// blocks the file already has, and their fdatasync writes the data alone;
+// a write that grows the file makes it write the inode too (ext4 on the
+// development machine: 122-134 us per 12 KiB synced write in place
+// against 205 us appending). A zero header where a record would start is
+// the end of a segment's records. Open cuts the last segment's zeros (and
+// anything after them), Close does too, and so does starting a new
+// segment for the one before it; a full disk that refuses the zeros only
+// means the records are appended without them.
+//
 // In memory each segment keeps its open file and the offset of each
 // record (8 bytes per entry): GetLog is one ReadAt of a known range, a
 // CRC check and a decode. Readers share a sync.RWMutex with the writer,
@@ -78,10 +90,13 @@
 //
 // # Open
 //
-// Open reads every segment, checking every record. A torn or corrupt tail
-// in the last segment (a short header or body, a zero or impossible
+// Open reads every segment, checking every record, up to a zero header
+// (preallocated space) or the file's end. A torn or corrupt tail
+// in the last segment (a short header or body, an impossible
 // length, a CRC mismatch) is a write that was never acknowledged: it is
-// truncated away. A bad record in an earlier segment, a record whose CRC
+// truncated away, and so is everything past the last good record of the
+// last segment, zeros included, so that no byte of an unfinished write
+// can stay behind zeros that later records overwrite. A bad record in an earlier segment, a record whose CRC
 // is right but whose index is not the next one, or segments whose indexes
 // do not follow on, make Open fail with the file and offset: the store
 // does not start on a damaged log. Segments lying wholly before the

@@ -108,6 +108,11 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 		return err
 	}
 	off := g.size
+	end := off + int64(len(buf))
+	alloc := max(g.alloc, end)
+	if end > g.alloc {
+		alloc = s.preallocate(g, end)
+	}
 	if _, err := g.f.WriteAt(buf, off); err != nil {
 		return s.undo(g, fmt.Errorf("raftlog: %w", err))
 	}
@@ -118,13 +123,43 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	for _, r := range rel {
 		g.offsets = append(g.offsets, off+r)
 	}
-	g.size = off + int64(len(buf))
+	g.size = end
+	g.alloc = alloc
 	if s.last == 0 {
 		s.first = next
 	}
 	s.last = logs[len(logs)-1].Index
 	s.mu.Unlock()
 	return nil
+}
+
+// preallocChunk is how far ahead of its records a segment's file is
+// extended with zeros (at most the segment size).
+const preallocChunk = 1 << 20
+
+// zeros is what preallocate writes.
+var zeros [64 << 10]byte
+
+// preallocate extends g's file with zeros from end (past g.alloc) to the
+// next multiple of preallocChunk, and returns the file's length after.
+// Overwriting written blocks, a later fdatasync writes the data alone;
+// growing the file, it also writes the inode (its size), which on ext4
+// cost this machine's disk 40% more time per sync (dd oflag=dsync, 12 KiB
+// writes: 205 us appending against 122-134 us overwriting). The zeros are
+// synced with the records that follow them. A failure (a full disk) is
+// not one: the records are written without it.
+func (s *Store) preallocate(g *segment, end int64) int64 {
+	chunk := min(int64(preallocChunk), s.opts.SegmentSize)
+	want := (end + chunk - 1) / chunk * chunk
+	at := end
+	for at < want {
+		n, err := g.f.WriteAt(zeros[:min(int64(len(zeros)), want-at)], at)
+		at += int64(n)
+		if err != nil {
+			break
+		}
+	}
+	return max(at, end)
 }
 
 // undo cuts the tail g back to its good size after a failed write or
@@ -146,6 +181,7 @@ func (s *Store) repair() error {
 		if err := s.truncate(g.f, g.size); err != nil {
 			return fmt.Errorf("raftlog: cutting back to %d bytes: %w", g.size, err)
 		}
+		g.alloc = g.size
 		if err := s.syncData(g.f); err != nil {
 			return fmt.Errorf("raftlog: %w", err)
 		}
@@ -198,6 +234,13 @@ func (s *Store) tail(next uint64) (*segment, error) {
 		// hide this record after a restart.
 		if err := s.stable.allowFirst(next); err != nil {
 			return nil, err
+		}
+	}
+	if g != nil && g.alloc > g.size {
+		// The full segment's zeros past its records: nothing needs
+		// them (a failure leaves them, which Open reads as the end).
+		if s.truncate(g.f, g.size) == nil {
+			g.alloc = g.size
 		}
 	}
 	g, err := openSegment(s.dir, next, os.O_CREATE|os.O_TRUNC)
@@ -344,6 +387,7 @@ func (s *Store) deleteBack(lo uint64) error {
 	if err == nil {
 		cut.offsets = cut.offsets[:lo-cut.first]
 		cut.size = off
+		cut.alloc = off
 		s.last = lo - 1
 	}
 	s.mu.Unlock()

@@ -19,6 +19,7 @@ type segment struct {
 	f       *os.File
 	offsets []int64 // start of each record, in index order
 	size    int64   // end of the last record: the file's good size
+	alloc   int64   // the file's length: past size it holds zeros (preallocated)
 }
 
 // last is the index of the segment's last record, first-1 when it has none.
@@ -73,6 +74,7 @@ func (g *segment) scan() (*scanError, error) {
 		return nil, err
 	}
 	fileSize := fi.Size()
+	g.alloc = fileSize
 	r := bufio.NewReaderSize(io.NewSectionReader(g.f, 0, fileSize), 1<<20)
 	var h [headerSize]byte
 	var body []byte
@@ -85,6 +87,12 @@ func (g *segment) scan() (*scanError, error) {
 			return nil, err
 		}
 		n, why := checkHeader(h[:], fileSize-off-headerSize)
+		if n == 0 && h == ([headerSize]byte{}) {
+			// The zeros StoreLogs writes ahead of its records: the end.
+			// (The last segment is cut here at Open, so no bytes of an
+			// older write can outlive the zeros before them.)
+			return nil, nil
+		}
 		if why != "" {
 			return &scanError{off, why, true}, nil
 		}

@@ -149,17 +149,20 @@ func (s *Store) load(firsts []uint64) error {
 			return fmt.Errorf("raftlog: %w", err)
 		}
 		isLast := i == len(firsts)-1
-		if bad != nil {
-			if !isLast || !bad.torn {
-				return fmt.Errorf("raftlog: %s: offset %d: %w: %s", g.path, bad.off, ErrCorrupt, bad.reason)
-			}
-			// A write that never completed, so never acknowledged.
+		if bad != nil && (!isLast || !bad.torn) {
+			return fmt.Errorf("raftlog: %s: offset %d: %w: %s", g.path, bad.off, ErrCorrupt, bad.reason)
+		}
+		if isLast && g.alloc > g.size {
+			// A write that never completed, so never acknowledged, or
+			// preallocated zeros: cut, so that no byte of an unfinished
+			// write stays behind zeros the next records overwrite.
 			if err := s.truncate(g.f, g.size); err != nil {
 				return fmt.Errorf("raftlog: cutting a torn tail at %d: %w", g.size, err)
 			}
 			if err := s.syncData(g.f); err != nil {
 				return fmt.Errorf("raftlog: %w", err)
 			}
+			g.alloc = g.size
 		}
 		if i > 0 {
 			prev := s.segs[i-1]
@@ -211,6 +214,13 @@ func (s *Store) Close() error {
 	var err error
 	if s.truncPending {
 		err = s.repair()
+	}
+	if n := len(s.segs); err == nil && n > 0 {
+		// The zeros preallocated past the last record: Open would cut
+		// them, but a closed store leaves its files exact.
+		if g := s.segs[n-1]; g.alloc > g.size {
+			err = s.truncate(g.f, g.size)
+		}
 	}
 	return errors.Join(err, s.closeFiles())
 }
