@@ -264,20 +264,18 @@ func TestForwardDeadlineOnTheLeader(t *testing.T) {
 		t.Fatalf("timely batch results: %+v %v", res, err)
 	}
 
-	// The leader's queue: dispatch the calls as the batcher does, holding
-	// an in-flight slot (the idle batcher holds the other).
+	// The leader's queue: calls as a forwarded batch queues them, one
+	// already past its deadline when the batcher takes it.
 	mk := func(key string, deadline time.Time) *call {
 		req := allow(t, key, 1, 0.001, 1)
 		chunk := appendRequests2(nil, []engine.Request{req}, nil)
-		c := &call{chunk: chunk, n: 1, localOnly: true, deadline: deadline, done: make(chan callResult, 1)}
-		c.state.Store(callTaken)
-		return c
+		return &call{chunk: chunk, n: 1, localOnly: true, deadline: deadline, done: make(chan callResult, 1)}
 	}
 	late := mk("queued-late", time.Now().Add(-time.Millisecond))
 	timely := mk("queued-timely", time.Now().Add(time.Minute))
 	before = l.n.raft.LastIndex()
-	l.n.sem <- struct{}{}
-	l.n.dispatch([]*call{late, timely}, 2, len(late.chunk)+len(timely.chunk))
+	l.n.calls <- late
+	l.n.calls <- timely
 	if r := <-late.done; !errors.Is(r.err, errLate) || !retryable(r.err) {
 		t.Fatalf("call past its deadline: %v, want errLate (retryable)", r.err)
 	}
