@@ -40,8 +40,8 @@ var stableKeys = []string{"CurrentTerm", "LastVoteTerm", "LastVoteCand"}
 
 // openLogStore opens dir's Raft log and stable store, migrating dir's
 // raft.db into it first when there is one and the store holds no state.
-func openLogStore(dir string, noSync bool, log *slog.Logger) (*raftlog.Store, error) {
-	opts := raftlog.Options{NoSync: noSync, SegmentSize: logSegmentSize}
+func openLogStore(dir string, noSync bool, hooks raftlog.Hooks, log *slog.Logger) (*raftlog.Store, error) {
+	opts := raftlog.Options{NoSync: noSync, SegmentSize: logSegmentSize, Hooks: hooks}
 	path := filepath.Join(dir, logDirName)
 	bolt := filepath.Join(dir, boltName)
 	if _, err := os.Stat(bolt); errors.Is(err, fs.ErrNotExist) {

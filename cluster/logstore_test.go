@@ -128,7 +128,7 @@ func TestMigrateBolt(t *testing.T) {
 					}
 				}
 			}
-			s, err := openLogStore(dir, false, log)
+			s, err := openLogStore(dir, false, raftlog.Hooks{}, log)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,7 +143,7 @@ func TestMigrateBolt(t *testing.T) {
 				t.Fatalf("the temporary folder is still there: %v", err)
 			}
 			s.Close()
-			s, err = openLogStore(dir, false, log)
+			s, err = openLogStore(dir, false, raftlog.Hooks{}, log)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -173,7 +173,7 @@ func TestMigrateBoltKeepsState(t *testing.T) {
 	bolt := filepath.Join(dir, "raft.db")
 	boltStore(t, bolt, [][2]uint64{{1, 10}}, map[string][]byte{"CurrentTerm": {0, 0, 0, 0, 0, 0, 0, 3}})
 	var logBuf lockedBuffer
-	s, err = openLogStore(dir, true, slog.New(slog.NewTextHandler(&logBuf, nil)))
+	s, err = openLogStore(dir, true, raftlog.Hooks{}, slog.New(slog.NewTextHandler(&logBuf, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestMigrateBoltKeepsState(t *testing.T) {
 	os.MkdirAll(filepath.Join(dir, "raft-log"), 0o755)
 	os.MkdirAll(filepath.Join(dir, "raft-log.migrating"), 0o755)
 	os.WriteFile(filepath.Join(dir, "raft-log.migrating", "log-00000000000000000001.seg"), []byte("junk"), 0o644)
-	s, err = openLogStore(dir, true, slog.New(slog.NewTextHandler(&logBuf, nil)))
+	s, err = openLogStore(dir, true, raftlog.Hooks{}, slog.New(slog.NewTextHandler(&logBuf, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,6 +97,9 @@ type Config struct {
 	FrameTimeout time.Duration
 
 	NoSync bool // skip fsync of the log: for tests only, loses acknowledged writes on power loss
+	// LogHooks are called at the steps of each log write: for tests that
+	// crash the process between them.
+	LogHooks raftlog.Hooks
 
 	// DiskStallTimeout bounds how long a write to the Raft log or stable
 	// store may be in progress on the leader: past it OnDiskStall is
@@ -261,7 +264,7 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 			n.store.Close()
 		}
 	}
-	n.store, err = openLogStore(cfg.Dir, cfg.NoSync, cfg.Logger)
+	n.store, err = openLogStore(cfg.Dir, cfg.NoSync, cfg.LogHooks, cfg.Logger)
 	if err != nil {
 		cleanup()
 		return nil, fmt.Errorf("cluster: raft log: %w", err)

@@ -116,8 +116,14 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	if _, err := g.f.WriteAt(buf, off); err != nil {
 		return s.undo(g, fmt.Errorf("raftlog: %w", err))
 	}
+	if h := s.opts.Hooks.BeforeSync; h != nil {
+		h(g.f, off, end)
+	}
 	if err := s.syncData(g.f); err != nil {
 		return s.undo(g, fmt.Errorf("raftlog: %w", err))
+	}
+	if h := s.opts.Hooks.AfterSync; h != nil {
+		h(g.f, off, end)
 	}
 	s.mu.Lock()
 	for _, r := range rel {

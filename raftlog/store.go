@@ -43,6 +43,16 @@ type Options struct {
 	// segments only, so up to this much disk is held beyond what Raft
 	// keeps.
 	SegmentSize int64
+	// Hooks are called at the steps of a StoreLogs: for tests that end
+	// the process between them.
+	Hooks Hooks
+}
+
+// Hooks are called by StoreLogs with the file and the byte range [start,
+// end) its records were written to; nil ones are skipped.
+type Hooks struct {
+	BeforeSync func(f *os.File, start, end int64) // written, not yet synced
+	AfterSync  func(f *os.File, start, end int64) // synced, not yet returned
 }
 
 // Store is Raft's log and stable store in one folder (doc.go). Its

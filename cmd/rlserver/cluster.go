@@ -113,6 +113,7 @@ func openCluster(ctx context.Context, c clusterOptions, eng *engine.Engine, dir 
 	if err != nil {
 		return nil, err
 	}
+	watchLogRole(n)
 	return n, startJoin(ctx, c, n, password, sec, log)
 }
 
@@ -163,9 +164,10 @@ func nodeConfig(c clusterOptions, dir string, respAddr net.Addr, sec security, l
 			log.Error(err.Error()+"; exiting so that another node leads", "exit_status", exitDiskStall)
 			os.Exit(exitDiskStall)
 		},
-		Logger:  log,
-		TLS:     sec.clusterServer,
-		DialTLS: sec.clusterDial,
+		Logger:   log,
+		TLS:      sec.clusterServer,
+		DialTLS:  sec.clusterDial,
+		LogHooks: logCrashHooks(),
 	}
 }
 
