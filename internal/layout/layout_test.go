@@ -22,12 +22,13 @@ var allowed = map[string][]string{
 	"acl":        {"resp"},
 	"memlimit":   {"engine"},
 	"standalone": {"engine", "policy"},
-	"cluster":    {"engine", "kv", "persist", "policy", "slots", "status"},
+	"cluster":    {"engine", "kv", "persist", "policy", "raftlog", "slots", "status"},
 	"groups":     {"cluster", "engine", "policy", "slots", "status"},
 	"slots":      {},
 	"metrics":    {"engine", "internal/offheap", "memlimit", "policy", "status"},
 	"statuspage": {"status"},
 	"script":     {},
+	"raftlog":    {},
 }
 
 // TestImportRules: the wire protocol and the status values are leaves, the
