@@ -64,7 +64,7 @@ used=" "
 freeport() {
 	local p
 	while :; do
-		p=$((20000 + RANDOM % 30000))
+		p=$((20000 + RANDOM % 12000)) # below Linux's ephemeral ports (32768-60999), which outgoing connections take
 		case "$used" in *" $p "*) continue ;; esac
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			used="$used$p "
@@ -125,6 +125,9 @@ for _ in $(seq 200); do
 	sleep 0.1
 done
 [ -n "$leader" ] || { echo "$0: no leader after 20 s; logs in $tmp" >&2; cat "$tmp"/n*.log >&2; exit 1; }
+for i in 1 2 3; do
+	kill -0 "${npid[$i]}" 2>/dev/null || { echo "$0: node n$i exited:" >&2; cat "$tmp/n$i.log" >&2; exit 1; }
+done
 # The leader reports its client address or its Raft address depending on the
 # version: li is its node number, fi the follower driven in the "via
 # follower" runs (follower1), oi the other one (follower2).
@@ -168,7 +171,7 @@ bench() {
 	local before=() after=() pid out e0="" e1
 	for pid in $pl; do before+=("$(cpu_ticks "$pid")"); done
 	[ "$target" = standalone ] || [ "$target" = redis+lua ] || e0=$(last_index)
-	out=$(redis-benchmark -p "$port" -c "$CLIENTS" -P "$p" -n "$n" -r "$KEYS" --csv "$@" 2>/dev/null | tail -1 | tr -d '"')
+	out=$(timeout 600 redis-benchmark -p "$port" -c "$CLIENTS" -P "$p" -n "$n" -r "$KEYS" --csv "$@" 2>/dev/null | tail -1 | tr -d '"')
 	for pid in $pl; do after+=("$(cpu_ticks "$pid")"); done
 	local line="$target $p $(echo "$out" | cut -d, -f2) $(echo "$out" | cut -d, -f7)"
 	local k
