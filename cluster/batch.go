@@ -249,7 +249,9 @@ func (n *Node) dispatch(calls []*call, reqs, size int) {
 				fail(fwd, ErrUnknownOutcome)
 				return
 			}
-			deliverShared(fwd, res, nil)
+			shared := &sharedResults{res: res}
+			shared.refs.Store(int32(len(fwd)))
+			deliverShared(fwd, res, shared)
 		}()
 	}
 }

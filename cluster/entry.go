@@ -336,7 +336,7 @@ func decodeResults(b []byte) ([]engine.Result, error) {
 	if d.err != nil || n > uint64(len(d.b))/10 {
 		return nil, errCorrupt
 	}
-	res := make([]engine.Result, n)
+	res := getResults(int(n)) // batch.go
 	for i := range res {
 		d.result(&res[i])
 	}

@@ -425,6 +425,31 @@ func (n *Node) DoPolicies(ctx context.Context, reqs []engine.Request, names [][]
 
 var chunkPool sync.Pool // of *[]byte: DoPolicies' encoded requests
 
+// validPool holds the arrays validBatch2 decodes into.
+var validPool sync.Pool // of *[]engine.Request
+
+// validBatch2 reports whether a forwarded batch's count requests decode,
+// as the FSM will decode them.
+func validBatch2(b []byte, count uint64) bool {
+	var buf []engine.Request
+	if p, _ := validPool.Get().(*[]engine.Request); p != nil {
+		buf = *p
+	}
+	reqs, _, err := decodeRequests2Into(b, count, buf)
+	// Drop the keys, which point into b (a failed decode may have
+	// written some into buf).
+	if reqs != nil {
+		clear(reqs)
+		if cap(reqs) >= cap(buf) && cap(reqs) <= maxCallReqs {
+			buf = reqs[:0]
+		}
+	} else {
+		clear(buf[:min(uint64(cap(buf)), count)])
+	}
+	validPool.Put(&buf)
+	return err == nil
+}
+
 func getChunk(n int) []byte {
 	if p, _ := chunkPool.Get().(*[]byte); p != nil && cap(*p) >= n {
 		return (*p)[:0]
@@ -493,7 +518,7 @@ func (n *Node) handleForward2(ctx context.Context, typ byte, payload []byte) (st
 		}
 		// Validate before it can reach the log: an entry that does not
 		// decode would halt every replica.
-		if _, _, err := decodeRequests2(d.b, count); err != nil {
+		if !validBatch2(d.b, count) {
 			return statusBadRequest, nil, true
 		}
 		return n.serveBatch(ctx, d.b, int(count))
