@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"encoding/binary"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -76,28 +75,8 @@ type sharedResults struct {
 
 func (s *sharedResults) release() {
 	if s != nil && s.refs.Add(-1) == 0 {
-		putResults(s.res)
+		resultPool.put(s.res)
 	}
-}
-
-var resultPool sync.Pool // of *[]engine.Result
-
-// getResults returns n zero results, from resultPool when it holds an
-// array large enough.
-func getResults(n int) []engine.Result {
-	if p, _ := resultPool.Get().(*[]engine.Result); p != nil && cap(*p) >= n {
-		res := (*p)[:n]
-		clear(res)
-		return res
-	}
-	return make([]engine.Result, n)
-}
-
-func putResults(res []engine.Result) {
-	if cap(res) > maxCallReqs {
-		return
-	}
-	resultPool.Put(&res)
 }
 
 func (n *Node) runBatcher() {
@@ -183,9 +162,7 @@ func (n *Node) dispatch(calls []*call, reqs, size int) {
 			// (pointers: errors, replies) again and again.
 			res := br.res
 			br.res = nil
-			shared := &sharedResults{res: res}
-			shared.refs.Store(int32(len(calls)))
-			deliverShared(calls, res, shared)
+			deliver(calls, res)
 		}()
 	case raft.Shutdown:
 		fail(calls, ErrShutdown)
@@ -249,14 +226,16 @@ func (n *Node) dispatch(calls []*call, reqs, size int) {
 				fail(fwd, ErrUnknownOutcome)
 				return
 			}
-			shared := &sharedResults{res: res}
-			shared.refs.Store(int32(len(fwd)))
-			deliverShared(fwd, res, shared)
+			deliver(fwd, res)
 		}()
 	}
 }
 
-func deliverShared(calls []*call, res []engine.Result, shared *sharedResults) {
+// deliver hands each call its part of res, which goes back to resultPool
+// once every call has used it.
+func deliver(calls []*call, res []engine.Result) {
+	shared := &sharedResults{res: res}
+	shared.refs.Store(int32(len(calls)))
 	off := 0
 	for _, c := range calls {
 		c.done <- callResult{res: res, off: off, shared: shared}

@@ -36,5 +36,5 @@ func (n *Node) plantedAck(calls []*call, reqs int) {
 		fail(calls, ErrUnknownOutcome)
 		return
 	}
-	deliverShared(calls, res, nil)
+	deliver(calls, res)
 }

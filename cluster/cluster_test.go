@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -126,19 +127,32 @@ func (c *tcluster) live() []*tnode {
 
 func (c *tcluster) leader() *tnode {
 	c.t.Helper()
-	var l *tnode
 	// Elections take well under a second here, but a machine whose disk
 	// is busy (fsync) and whose CPUs are shared can take several.
-	waitFor(c.t, 20*time.Second, "a leader", func() bool {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
 		for _, tn := range c.live() {
 			if tn.n.raft.State() == raft.Leader {
-				l = tn
-				return true
+				return tn
 			}
 		}
-		return false
-	})
-	return l
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Rare under a loaded machine (seen twice in full -race runs): say
+	// what each node thinks, for whoever chases it.
+	var states []string
+	for _, tn := range c.live() {
+		st := tn.n.raft.Stats()
+		_, id := tn.n.raft.LeaderWithID()
+		states = append(states, fmt.Sprintf("%s: %s term %s last_log %s/%s commit %s applied %s last_contact %s leader %q disk_failed %v",
+			tn.id, tn.n.raft.State(), st["term"], st["last_log_index"], st["last_log_term"], st["commit_index"],
+			st["applied_index"], st["last_contact"], id, tn.n.disk.failed.Load()))
+	}
+	c.t.Fatalf("timed out after 20s waiting for a leader:\n%s", strings.Join(states, "\n"))
+	return nil
 }
 
 func (c *tcluster) waitAllSeeLeader() {

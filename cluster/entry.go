@@ -336,7 +336,7 @@ func decodeResults(b []byte) ([]engine.Result, error) {
 	if d.err != nil || n > uint64(len(d.b))/10 {
 		return nil, errCorrupt
 	}
-	res := getResults(int(n)) // batch.go
+	res := resultPool.get(int(n)) // pool.go
 	for i := range res {
 		d.result(&res[i])
 	}

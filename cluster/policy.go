@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/rlserver/rlserver/engine"
@@ -317,7 +316,7 @@ func policyErr(code byte) error {
 
 // applyBatch2 applies a cmdBatch2 entry at now, resolving its policies.
 func (f *fsm) applyBatch2(now int64, e *entry) ([]engine.Result, error) {
-	res := getResults(len(e.reqs)) // batch.go: the leader returns it to the pool
+	res := resultPool.get(len(e.reqs)) // pool.go; the leader puts it back (batch.go)
 	if f.policies.ResolveInPlace(e.reqs, e.names) {
 		return res, f.eng.Do(context.Background(), now, e.reqs, res)
 	}
@@ -411,56 +410,35 @@ func (n *Node) DoPolicies(ctx context.Context, reqs []engine.Request, names [][]
 	defer cancel()
 	// Encoding copies the keys, which alias the caller's buffers: after an
 	// early return nothing here reads them.
-	chunk := appendRequests2(getChunk(len(reqs)*48), reqs, names)
+	chunk := appendRequests2(chunkPool.get(len(reqs) * 48)[:0], reqs, names)
 	err := n.submit(ctx, chunk, len(reqs), false, func(all []engine.Result) {
 		copy(res[:len(reqs)], all)
 	})
 	if err == nil {
 		// The batcher copied the chunk into its entry or message before
 		// any result came back; after an error it may not have.
-		putChunk(chunk)
+		chunkPool.put(chunk)
 	}
 	return err
 }
 
-var chunkPool sync.Pool // of *[]byte: DoPolicies' encoded requests
-
-// validPool holds the arrays validBatch2 decodes into.
-var validPool sync.Pool // of *[]engine.Request
-
 // validBatch2 reports whether a forwarded batch's count requests decode,
 // as the FSM will decode them.
 func validBatch2(b []byte, count uint64) bool {
-	var buf []engine.Request
-	if p, _ := validPool.Get().(*[]engine.Request); p != nil {
-		buf = *p
-	}
+	buf := requestPool.get(0) // count is not checked yet: decoding checks it first
 	reqs, _, err := decodeRequests2Into(b, count, buf)
 	// Drop the keys, which point into b (a failed decode may have
 	// written some into buf).
 	if reqs != nil {
 		clear(reqs)
-		if cap(reqs) >= cap(buf) && cap(reqs) <= maxCallReqs {
-			buf = reqs[:0]
+		if cap(reqs) >= cap(buf) {
+			buf = reqs
 		}
 	} else {
 		clear(buf[:min(uint64(cap(buf)), count)])
 	}
-	validPool.Put(&buf)
+	requestPool.put(buf)
 	return err == nil
-}
-
-func getChunk(n int) []byte {
-	if p, _ := chunkPool.Get().(*[]byte); p != nil && cap(*p) >= n {
-		return (*p)[:0]
-	}
-	return make([]byte, 0, n)
-}
-
-func putChunk(b []byte) {
-	if cap(b) <= maxCallBytes {
-		chunkPool.Put(&b)
-	}
 }
 
 // proposePolicy applies a policy entry (body: type and payload) on the
