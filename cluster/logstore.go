@@ -202,10 +202,5 @@ func syncDir(dir string, noSync bool) error {
 	if noSync {
 		return nil
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	return errors.Join(err, d.Close())
+	return raftlog.SyncDir(dir)
 }

@@ -262,7 +262,13 @@ func (s *Store) syncDir() error {
 	if s.opts.NoSync {
 		return nil
 	}
-	d, err := os.Open(s.dir)
+	return SyncDir(s.dir)
+}
+
+// SyncDir makes the creations, renames and removals in the folder dir
+// durable (fsync of the folder).
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("raftlog: %w", err)
 	}
