@@ -43,13 +43,7 @@ func TestClusterLogWriteCrashes(t *testing.T) {
 		c.kill9(n)
 		c.launch(n)
 	}
-	ld.end()
-	l := c.waitLeader(10 * time.Second)
-	c.converge(20 * time.Second)
-	final := readCounters(t, ld.h, l, "walctr", keys, "an acknowledged EXPIRE 600", "no EXPIRE was sent")
-	if checkCounters(t, ld.h, "walctr", keys, final) == 0 {
-		t.Fatal("no increment was acknowledged")
-	}
+	endIncrLoad(t, c, ld, "walctr", keys)
 }
 
 // relaunchCrashed waits up to limit for a node's process to end by itself
