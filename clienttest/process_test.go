@@ -164,6 +164,44 @@ func TestEnvironment(t *testing.T) {
 	}
 }
 
+// TestSysmonSetting: the server re-executes itself (same process id) with
+// GODEBUG's schedtrace set, which keeps the runtime's sysmon out of the
+// deep sleep whose wake-ups cost a Raft node 15-18% of its CPU
+// (cmd/rlserver/sysmon.go); other GODEBUG settings are kept, and a
+// schedtrace the operator set (schedtrace=0 turns this off) is left alone.
+func TestSysmonSetting(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ env, want string }{
+		{"", "schedtrace=2147483647"},
+		{"GODEBUG=madvdontneed=1", "madvdontneed=1,schedtrace=2147483647"},
+		{"GODEBUG=schedtrace=0", "schedtrace=0"},
+	} {
+		var env []string
+		if tc.env != "" {
+			env = []string{tc.env}
+		} else {
+			env = []string{"GODEBUG="} // empty, whatever the test's own is
+		}
+		s := start(t, opts{env: env})
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", s.cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, kv := range strings.Split(string(raw), "\x00") {
+			if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
+				got = append(got, v)
+			}
+		}
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("started with %q: the running server's GODEBUG = %q, want exactly [%q]", tc.env, got, tc.want)
+		}
+		if err := newGoRedis(t, s, nil).Ping(context.Background()).Err(); err != nil {
+			t.Errorf("started with %q: PING: %v", tc.env, err)
+		}
+	}
+}
+
 // sigtermClient pipelines RL.ALLOW on its own key and ECHO of the command
 // index over a raw connection, and checks every reply that arrives.
 type sigtermClient struct {

@@ -74,6 +74,7 @@ func main() {
 	if opts.ops.healthcheck {
 		os.Exit(healthcheck(opts, os.Stdout))
 	}
+	keepSysmonAwake()
 	if err := run(opts); err != nil {
 		fatal(err)
 	}
