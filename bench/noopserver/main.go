@@ -24,6 +24,8 @@ import (
 	"log"
 	"net"
 	"os"
+
+	"github.com/rlserver/rlserver/internal/sysmon"
 )
 
 // allowReply is RL.ALLOW's answer for a new key of capacity 100 and rate
@@ -34,6 +36,9 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "listen address (port 0: a free one, printed on stdout)")
 	reply := flag.String("reply", allowReply, "the reply to every command but PING, as raw RESP")
 	flag.Parse()
+	// The runtime setting rlserver runs with, so the ceiling compares
+	// like with like.
+	sysmon.KeepAwake()
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		log.Fatalf("noopserver: %v", err)

@@ -27,6 +27,7 @@ import (
 	"github.com/rlserver/rlserver/cluster"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/groups"
+	"github.com/rlserver/rlserver/internal/sysmon"
 	"github.com/rlserver/rlserver/policy"
 	"github.com/rlserver/rlserver/server"
 	"github.com/rlserver/rlserver/standalone"
@@ -74,7 +75,7 @@ func main() {
 	if opts.ops.healthcheck {
 		os.Exit(healthcheck(opts, os.Stdout))
 	}
-	keepSysmonAwake()
+	sysmon.KeepAwake()
 	if err := run(opts); err != nil {
 		fatal(err)
 	}
