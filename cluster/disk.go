@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/rlserver/rlserver/raftlog"
 )
 
 // A node whose disk fails (full, read-only, I/O errors) must not lead:
@@ -53,7 +54,7 @@ import (
 // never elect another leader, and nothing is committed. stallWatch checks
 // every stallTimeout/10 whether a write to the log or stable store has
 // been in progress for longer than stallTimeout; if so and this node
-// leads, it calls onStall once (cmd/rlserver logs one error line and
+// leads, it calls onFatal once (cmd/rlserver logs one error line and
 // exits with status 3: the goroutines that send heartbeats go with the
 // process, and the followers elect a new leader after their heartbeat
 // timeout). Nothing short of ending the process stops those heartbeats
@@ -75,9 +76,18 @@ type diskGuard struct {
 	wake        chan struct{} // a mark was set
 
 	stallTimeout time.Duration // 0: no stall detection
-	onStall      func(error)   // called at most once, when this leader's write stalled
-	leading      func() bool   // this node leads; default: the running Raft's state
-	stalls       atomic.Int64  // writes seen in progress longer than stallTimeout
+	onFatal      func(error)   // called at most once: this leader's write stalled, or a deferred sync failed
+	fatalOnce    sync.Once
+	leading      func() bool  // this node leads; default: the running Raft's state
+	stalls       atomic.Int64 // writes seen in progress longer than stallTimeout
+
+	// A leader's deferred log syncs (durable.go); deferred is nil when
+	// the log store cannot defer them.
+	deferred  deferredLog
+	syncKick  chan struct{}
+	dmu       sync.Mutex
+	durableCh chan struct{} // closed when the durable index advances, if waiting
+	waiting   bool
 
 	stallMu   sync.Mutex
 	inflight  map[uint64]inflightWrite // writes in progress, by ticket
@@ -101,7 +111,8 @@ const (
 
 func newDiskGuard(logs raft.LogStore, stable raft.StableStore, dir string, log *slog.Logger, closing <-chan struct{}) *diskGuard {
 	g := &diskGuard{LogStore: logs, stable: stable, dir: dir, log: log, closing: closing, wake: make(chan struct{}, 1),
-		inflight: make(map[uint64]inflightWrite)}
+		inflight: make(map[uint64]inflightWrite), syncKick: make(chan struct{}, 1), durableCh: make(chan struct{})}
+	g.deferred, _ = logs.(deferredLog)
 	g.leading = func() bool {
 		r := g.r.Load()
 		return r != nil && r.State() == raft.Leader
@@ -137,7 +148,7 @@ func (g *diskGuard) oldest() (w inflightWrite, ticket uint64, ok bool) {
 }
 
 // stallWatch runs until closing when stallTimeout > 0 (see diskGuard).
-// Each stalled write is counted and logged once; onStall is called once,
+// Each stalled write is counted and logged once; onFatal is called once,
 // the first time a write has stalled while this node leads.
 func (g *diskGuard) stallWatch() {
 	if g.stallTimeout <= 0 {
@@ -182,9 +193,9 @@ func (g *diskGuard) stallWatch() {
 				g.log.Warn("raft disk stalled: a write has not finished; a follower waits for its disk", "dir", g.dir, "op", w.op, "after", d.Round(time.Millisecond))
 			}
 		}
-		if leads && !called && g.onStall != nil {
+		if leads && !called {
 			called = true
-			g.onStall(fmt.Errorf("disk stall detected: unable to write to %s within %v (%s in progress for %v)",
+			g.fatal(fmt.Errorf("disk stall detected: unable to write to %s within %v (%s in progress for %v)",
 				g.dir, g.stallTimeout, w.op, d.Round(time.Millisecond)))
 		}
 	}
@@ -201,12 +212,23 @@ func (g *diskGuard) StoreLog(l *raft.Log) error {
 	return g.StoreLogs([]*raft.Log{l})
 }
 
-// StoreLogs implements raft.LogStore: a failed write marks the node and,
-// on a follower, is retried for up to followerWriteHold.
+// StoreLogs implements raft.LogStore: a leader's command entries are
+// appended and synced in the background (durable.go); other writes are
+// synced in line, and a failed one marks the node and, on a follower, is
+// retried for up to followerWriteHold.
 func (g *diskGuard) StoreLogs(logs []*raft.Log) error {
+	if g.deferred != nil && g.leading() && commandsOnly(logs) {
+		return g.appendDeferred(logs)
+	}
 	err := g.storeLogs(logs)
 	if err == nil {
+		g.durableAdvanced()
 		return nil
+	}
+	if errors.Is(err, raftlog.ErrSyncFailed) {
+		g.fail(err)
+		g.fatal(err)
+		return err
 	}
 	g.fail(err)
 	r := g.r.Load()
@@ -266,6 +288,17 @@ func (g *diskGuard) SetUint64(key []byte, val uint64) error {
 
 // GetUint64 implements raft.StableStore.
 func (g *diskGuard) GetUint64(key []byte) (uint64, error) { return g.stable.GetUint64(key) }
+
+// fatal calls onFatal once; without one it logs.
+func (g *diskGuard) fatal(err error) {
+	g.fatalOnce.Do(func() {
+		if g.onFatal != nil {
+			g.onFatal(err)
+			return
+		}
+		g.log.Error("raft disk fault that only a restart clears", "dir", g.dir, "err", err)
+	})
+}
 
 func (g *diskGuard) check(err error) error {
 	if err != nil {

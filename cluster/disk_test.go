@@ -24,7 +24,7 @@ func (b blockingLogs) StoreLogs(logs []*raft.Log) error {
 
 // TestDiskStallStopsLeader pins issue 23's stalled disk: a leader whose
 // log write does not return kept its leadership (and the cluster stalled)
-// for as long as the disk did. The watchdog calls onStall once, soon after
+// for as long as the disk did. The watchdog calls onFatal once, soon after
 // the timeout, while the write is still blocked; on a follower it only
 // counts the stall; a write that returns within the timeout is no stall.
 func TestDiskStallStopsLeader(t *testing.T) {
@@ -37,7 +37,7 @@ func TestDiskStallStopsLeader(t *testing.T) {
 		g.leading = func() bool { return leads }
 		var calls atomic.Int64
 		stalled := make(chan error, 4)
-		g.onStall = func(err error) { calls.Add(1); stalled <- err }
+		g.onFatal = func(err error) { calls.Add(1); stalled <- err }
 		done := make(chan struct{})
 		go func() { defer close(done); g.stallWatch() }()
 
@@ -60,11 +60,11 @@ func TestDiskStallStopsLeader(t *testing.T) {
 			select {
 			case err := <-stalled:
 				if d := time.Since(start); d < g.stallTimeout {
-					t.Errorf("onStall after %v, before the timeout %v", d, g.stallTimeout)
+					t.Errorf("onFatal after %v, before the timeout %v", d, g.stallTimeout)
 				}
 				t.Logf("stall reported after %v: %v", time.Since(start).Round(time.Millisecond), err)
 			case <-time.After(5 * time.Second):
-				t.Fatal("a leader's write blocked for 5s and onStall was not called")
+				t.Fatal("a leader's write blocked for 5s and onFatal was not called")
 			}
 			time.Sleep(300 * time.Millisecond) // still blocked: no second call
 		} else {
@@ -77,7 +77,7 @@ func TestDiskStallStopsLeader(t *testing.T) {
 			t.Errorf("leads=%v: %d stalls counted, want 1", leads, n)
 		}
 		if want := map[bool]int64{true: 1, false: 0}[leads]; calls.Load() != want {
-			t.Errorf("leads=%v: onStall called %d times, want %d", leads, calls.Load(), want)
+			t.Errorf("leads=%v: onFatal called %d times, want %d", leads, calls.Load(), want)
 		}
 		close(b.release)
 		if err := <-wrote; err != nil {
@@ -101,7 +101,7 @@ func TestDiskStallIgnoresPause(t *testing.T) {
 	g.stallTimeout = 200 * time.Millisecond // a tick every 20 ms
 	g.leading = func() bool { return true }
 	var calls atomic.Int64
-	g.onStall = func(error) { calls.Add(1) }
+	g.onFatal = func(error) { calls.Add(1) }
 	go g.stallWatch()
 
 	// As seen right after a resume: a write in progress for an hour.

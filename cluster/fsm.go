@@ -43,6 +43,10 @@ type fsm struct {
 	// reqBuf is the array the requests of the entry being applied are
 	// decoded into, reused from entry to entry (under mu).
 	reqBuf []engine.Request
+
+	// durable waits until the entry at an index is on this node's disk
+	// (durable.go); false: the node closes and it cannot be. Nil: no wait.
+	durable func(index uint64) bool
 }
 
 func newFSM(eng *engine.Engine) *fsm {
@@ -96,6 +100,11 @@ type lenResult struct {
 // Apply applies one committed entry. An entry that does not decode panics:
 // a replica that cannot apply the log must halt rather than diverge.
 func (f *fsm) Apply(l *raft.Log) any {
+	if f.durable != nil && !f.durable(l.Index) {
+		// Closing, with the entry not on this node's disk: not applied,
+		// so no result of it is seen (its callers' outcome is unknown).
+		return nil
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	defer f.applied.Store(l.Index)

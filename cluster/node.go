@@ -102,13 +102,16 @@ type Config struct {
 	LogHooks raftlog.Hooks
 
 	// DiskStallTimeout bounds how long a write to the Raft log or stable
-	// store may be in progress on the leader: past it OnDiskStall is
-	// called once, with an error that names the folder (disk.go, "a
-	// stalled disk"). 0 turns stall detection off. OnDiskStall must stop
-	// the leader's heartbeats while its Raft loop is blocked in the
-	// write: cmd/rlserver ends the process; nil only logs.
+	// store may be in progress on the leader: past it OnDiskFatal is
+	// called, with an error that names the folder (disk.go, "a stalled
+	// disk"). 0 turns stall detection off. OnDiskFatal is also called
+	// when a sync of log entries the leader appended without one fails
+	// (durable.go). It is called at most once, and must end the process:
+	// the leader's heartbeats go on while its Raft loop is blocked in a
+	// write, and after a failed sync only rereading the log tells what is
+	// on disk. cmd/rlserver exits; nil only logs.
 	DiskStallTimeout time.Duration
-	OnDiskStall      func(error)
+	OnDiskFatal      func(error)
 
 	// Logger receives the node's lines and Raft's own (through an hclog
 	// adapter, with logger=raft), in its format and at its level. Default:
@@ -271,7 +274,7 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 	}
 	n.disk = newDiskGuard(n.store, n.store, cfg.Dir, cfg.Logger, n.closing)
 	n.disk.stallTimeout = cfg.DiskStallTimeout
-	n.disk.onStall = cfg.OnDiskStall
+	n.disk.onFatal = cfg.OnDiskFatal
 	logs, err := raft.NewLogCache(1024, n.disk)
 	if err != nil {
 		cleanup()
@@ -303,7 +306,9 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 		cleanup()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	n.raft, err = raft.NewRaft(rc, listingFSM{statsFSM{n.fsm, n.snapStats}, n}, logs, n.disk, snaps, n.trans)
+	n.fsm.durable = n.disk.awaitDurable // durable.go
+	trans := durableCommitTransport{n.trans, n.store.Durable}
+	n.raft, err = raft.NewRaft(rc, listingFSM{statsFSM{n.fsm, n.snapStats}, n}, logs, n.disk, snaps, trans)
 	if err != nil {
 		cleanup()
 		return nil, fmt.Errorf("cluster: %w", err)
@@ -324,12 +329,13 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
 		}
 	}
-	n.wg.Add(5)
+	n.wg.Add(6)
 	go n.runBatcher()
 	go n.watchLeader()
 	go n.watchRemoval()
 	go func() { defer n.wg.Done(); n.disk.watch() }()
 	go func() { defer n.wg.Done(); n.disk.stallWatch() }()
+	go func() { defer n.wg.Done(); n.disk.syncLoop() }()
 	n.log.Info("raft started", "node_id", cfg.NodeID, "raft_addr", adv, "existing_state", existing)
 	return n, nil
 }

@@ -72,7 +72,73 @@ func (s *Store) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l})
 // LastIndex+1, or start anywhere above 0 in an empty log; otherwise
 // ErrNotConsecutive, and nothing is stored. On any error nothing is
 // stored (doc.go, Writes that fail).
-func (s *Store) StoreLogs(logs []*raft.Log) error {
+func (s *Store) StoreLogs(logs []*raft.Log) error { return s.store(logs, true) }
+
+// Append stores logs as StoreLogs does, but returns before their
+// fdatasync: they are in the log at once (GetLog, LastIndex, the next
+// append continues them) and durable once a later Sync, or StoreLogs,
+// returns nil; Durable tells how far the log is. A crash of the machine
+// before then can lose them, and only them (doc.go, Deferred syncs).
+func (s *Store) Append(logs []*raft.Log) error { return s.store(logs, s.opts.NoSync) }
+
+// Sync makes every record in the log durable and returns the last index
+// it covered. The fdatasync runs outside the writers' lock: appends go on
+// meanwhile, and are left for the next Sync. A failed fdatasync breaks
+// the store: every write after it fails with ErrSyncFailed, since what
+// reached the disk is unknown until Open reads it again.
+func (s *Store) Sync() (uint64, error) {
+	s.wmu.Lock()
+	if s.closed {
+		s.wmu.Unlock()
+		return 0, ErrClosed
+	}
+	if s.broken != nil {
+		s.wmu.Unlock()
+		return s.durable.Load(), s.broken
+	}
+	target, gen := s.last, s.gen
+	if target <= s.durable.Load() || len(s.segs) == 0 {
+		s.wmu.Unlock()
+		return s.durable.Load(), nil
+	}
+	g := s.segs[len(s.segs)-1] // earlier segments were synced when the log moved past them (tail)
+	start, end := g.synced, g.size
+	s.wmu.Unlock()
+
+	if h := s.opts.Hooks.BeforeSync; h != nil {
+		h(g.f, start, end)
+	}
+	err := s.syncData(g.f)
+	if err == nil {
+		if h := s.opts.Hooks.AfterSync; h != nil {
+			h(g.f, start, end)
+		}
+	}
+
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed {
+		return 0, ErrClosed
+	}
+	if err != nil {
+		s.broken = fmt.Errorf("raftlog: %w: %w", ErrSyncFailed, err)
+		return s.durable.Load(), s.broken
+	}
+	if s.gen == gen { // no back deletion in between: target's record is the one synced
+		s.durable.Store(max(s.durable.Load(), target))
+		g.synced = max(g.synced, min(end, g.size))
+	}
+	return s.durable.Load(), nil
+}
+
+// Durable is the last index whose record is synced: every record up to
+// it survives a crash of the machine. Records appended (Append) and not
+// synced yet lie above it.
+func (s *Store) Durable() uint64 { return s.durable.Load() }
+
+// store writes logs at the end of the log and, with sync, fdatasyncs
+// them (and any record appended before them) before it publishes them.
+func (s *Store) store(logs []*raft.Log, sync bool) error {
 	if len(logs) == 0 {
 		return nil
 	}
@@ -80,6 +146,9 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	defer s.wmu.Unlock()
 	if s.closed {
 		return ErrClosed
+	}
+	if s.broken != nil {
+		return s.broken
 	}
 	next := logs[0].Index
 	if next == 0 || (s.last != 0 && next != s.last+1) {
@@ -116,14 +185,22 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	if _, err := g.f.WriteAt(buf, off); err != nil {
 		return s.undo(g, fmt.Errorf("raftlog: %w", err))
 	}
-	if h := s.opts.Hooks.BeforeSync; h != nil {
-		h(g.f, off, end)
-	}
-	if err := s.syncData(g.f); err != nil {
-		return s.undo(g, fmt.Errorf("raftlog: %w", err))
-	}
-	if h := s.opts.Hooks.AfterSync; h != nil {
-		h(g.f, off, end)
+	if sync {
+		from := min(g.synced, off) // with the records appended before, not synced yet
+		if h := s.opts.Hooks.BeforeSync; h != nil {
+			h(g.f, from, end)
+		}
+		if err := s.syncData(g.f); err != nil {
+			if from < off {
+				// Records already in the log may be lost.
+				s.broken = fmt.Errorf("raftlog: %w: %w", ErrSyncFailed, err)
+				return s.broken
+			}
+			return s.undo(g, fmt.Errorf("raftlog: %w", err))
+		}
+		if h := s.opts.Hooks.AfterSync; h != nil {
+			h(g.f, from, end)
+		}
 	}
 	s.mu.Lock()
 	for _, r := range rel {
@@ -136,6 +213,10 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	}
 	s.last = logs[len(logs)-1].Index
 	s.mu.Unlock()
+	if sync {
+		g.synced = end
+		s.durable.Store(s.last)
+	}
 	return nil
 }
 
@@ -242,6 +323,16 @@ func (s *Store) tail(next uint64) (*segment, error) {
 			return nil, err
 		}
 	}
+	if g != nil && g.synced < g.size {
+		// Records appended and not synced yet: Sync syncs the last
+		// segment only.
+		if err := s.syncData(g.f); err != nil {
+			s.broken = fmt.Errorf("raftlog: %w: %w", ErrSyncFailed, err)
+			return nil, s.broken
+		}
+		g.synced = g.size
+		s.durable.Store(max(s.durable.Load(), g.last()))
+	}
 	if g != nil && g.alloc > g.size {
 		// The full segment's zeros past its records: nothing needs
 		// them (a failure leaves them, which Open reads as the end).
@@ -326,6 +417,8 @@ func (s *Store) deleteAll() error {
 	s.segs, s.first, s.last = nil, 0, 0
 	s.mu.Unlock()
 	s.truncPending = false // the tail goes too
+	s.gen++
+	s.durable.Store(0)
 	return errors.Join(ferr, s.removeSegments(gone))
 }
 
@@ -356,6 +449,8 @@ func (s *Store) removeSegments(gone []*segment) error {
 // somewhere between lo-1 and where it ended, without a gap. When it
 // returns, success or not, memory matches what is on disk.
 func (s *Store) deleteBack(lo uint64) error {
+	s.gen++
+	s.durable.Store(min(s.durable.Load(), lo-1))
 	k := s.find(lo)
 	cut := s.segs[k]
 	if lo == cut.first {
@@ -394,6 +489,7 @@ func (s *Store) deleteBack(lo uint64) error {
 		cut.offsets = cut.offsets[:lo-cut.first]
 		cut.size = off
 		cut.alloc = off
+		cut.synced = min(cut.synced, off)
 		s.last = lo - 1
 	}
 	s.mu.Unlock()

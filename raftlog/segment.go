@@ -20,6 +20,7 @@ type segment struct {
 	offsets []int64 // start of each record, in index order
 	size    int64   // end of the last record: the file's good size
 	alloc   int64   // the file's length: past size it holds zeros (preallocated)
+	synced  int64   // the records before it are synced (Append leaves some that are not)
 }
 
 // last is the index of the segment's last record, first-1 when it has none.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
@@ -32,6 +33,11 @@ var (
 	ErrTooLarge = errors.New("log entry above 4 GiB")
 	// ErrClosed is the error of every method after Close.
 	ErrClosed = errors.New("log store closed")
+	// ErrSyncFailed wraps the error of every write after an fdatasync of
+	// records already in the log failed (Sync, or a segment change after
+	// Append): what reached the disk is unknown until the store is opened
+	// again, which rereads it.
+	ErrSyncFailed = errors.New("an fdatasync of the log failed")
 )
 
 // Options configures a Store.
@@ -77,6 +83,12 @@ type Store struct {
 	rel          []int64 // their offsets in buf
 	truncPending bool    // the tail file may be longer than its good size: truncate before writing
 	stale        []string
+	broken       error  // set when a sync of published records failed: every write fails (ErrSyncFailed)
+	gen          uint64 // counts back deletions, which a Sync that overlaps one must not count as synced
+
+	// durable is the last index whose record is synced (Append, Sync):
+	// written under wmu, read by anyone.
+	durable atomic.Uint64
 
 	stable *stableFile
 
@@ -123,6 +135,16 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.closeFiles()
 		return nil, err
 	}
+	// Records a process that crashed had appended but not synced are in
+	// the page cache, read back above as if on disk: sync them before
+	// they count as durable.
+	if n := len(s.segs); n > 0 {
+		if err := s.syncData(s.segs[n-1].f); err != nil {
+			s.closeFiles()
+			return nil, fmt.Errorf("raftlog: %w", err)
+		}
+	}
+	s.durable.Store(s.last)
 	return s, nil
 }
 
@@ -158,6 +180,7 @@ func (s *Store) load(firsts []uint64) error {
 		if err != nil {
 			return fmt.Errorf("raftlog: %w", err)
 		}
+		g.synced = g.size // the last one is synced by Open
 		isLast := i == len(firsts)-1
 		if bad != nil && (!isLast || !bad.torn) {
 			return fmt.Errorf("raftlog: %s: offset %d: %w: %s", g.path, bad.off, ErrCorrupt, bad.reason)

@@ -39,9 +39,10 @@ type clusterOptions struct {
 	redirect          string
 }
 
-// exitDiskStall is the exit status of a leader whose Raft log write stalled
-// for longer than --raft-disk-stall-timeout (docs/operations.md).
-const exitDiskStall = 3
+// exitDiskFault is the exit status of a leader whose Raft log write stalled
+// for longer than --raft-disk-stall-timeout, or whose sync of log entries
+// it had appended without one failed (docs/cluster.md).
+const exitDiskFault = 3
 
 func addClusterFlags(fs *flag.FlagSet, c *clusterOptions) {
 	fs.StringVar(&c.nodeID, "node-id", "", "cluster mode: this node's unique, stable id (empty: standalone)")
@@ -158,11 +159,12 @@ func nodeConfig(c clusterOptions, dir string, respAddr net.Addr, sec security, l
 		SnapshotThreshold: c.snapshotThreshold,
 		SnapshotInterval:  c.snapshotInterval,
 		DiskStallTimeout:  c.diskStallTimeout,
-		// The Raft loop is blocked in the write and its heartbeats go on
-		// from other goroutines: only ending the process stops them.
-		OnDiskStall: func(err error) {
-			log.Error(err.Error()+"; exiting so that another node leads", "exit_status", exitDiskStall)
-			os.Exit(exitDiskStall)
+		// A stalled write: the Raft loop is blocked in it and its
+		// heartbeats go on from other goroutines; a failed sync: what is
+		// on disk is unknown. Only ending the process clears either.
+		OnDiskFatal: func(err error) {
+			log.Error(err.Error()+"; exiting so that another node leads", "exit_status", exitDiskFault)
+			os.Exit(exitDiskFault)
 		},
 		Logger:   log,
 		TLS:      sec.clusterServer,

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/rlserver/rlserver/cluster"
 	"github.com/rlserver/rlserver/persist"
@@ -35,6 +36,9 @@ func crashBeforeRename(store *persist.Store) {
 //     those pages never reached the disk), before the sync;
 //   - unsynced: the batch written, then lost whole (the file cut back to
 //     where it started), before the sync;
+//   - late: as unsynced, but 50 ms after the sync began, as on a slow
+//     disk: a leader's batch (appended, its sync deferred) has reached the
+//     followers by then, and may have been committed;
 //   - synced: after the sync, before the write is acknowledged.
 //
 // Before a sync the batch is acknowledged to nobody, so losing it must
@@ -86,6 +90,15 @@ func logCrashHooks() raftlog.Hooks {
 				die()
 			}
 		}}
+	case "late":
+		return raftlog.Hooks{BeforeSync: func(f *os.File, start, end int64) {
+			if nth() {
+				time.Sleep(50 * time.Millisecond)
+				f.Truncate(start)
+				f.Sync()
+				die()
+			}
+		}}
 	case "synced":
 		return raftlog.Hooks{AfterSync: func(f *os.File, start, end int64) {
 			if nth() {
@@ -93,7 +106,7 @@ func logCrashHooks() raftlog.Hooks {
 			}
 		}}
 	}
-	fatal(fmt.Errorf("RLSERVER_TEST_CRASH_LOG=%q: the step is torn, unsynced or synced", v))
+	fatal(fmt.Errorf("RLSERVER_TEST_CRASH_LOG=%q: the step is torn, unsynced, late or synced", v))
 	return raftlog.Hooks{}
 }
 
