@@ -126,6 +126,30 @@
 // "not found": hashicorp/raft compares the text. SetUint64 stores 8 bytes
 // big-endian, as raft-boltdb does.
 //
+// # Deferred syncs
+//
+// Append writes records as StoreLogs does but returns before the
+// fdatasync: they are in the log at once (GetLog, LastIndex, the next
+// write continues them), and Durable, the last index known synced, stays
+// below them until a Sync (or a StoreLogs, whose fdatasync covers the
+// whole file) returns. Sync runs its fdatasync outside the writers' lock,
+// so appends go on meanwhile. Only the last segment can hold records not
+// synced: a write that starts a new segment first syncs the one before.
+// A back deletion during a Sync keeps that Sync from raising Durable
+// (the indexes it covered may hold other records by then). Open syncs
+// the last segment, since a process that crashed may have left records
+// in the page cache that were never synced.
+//
+// A failed fdatasync of records already in the log breaks the store:
+// Linux may drop the dirty pages it could not write and report success
+// to a later fdatasync, so nothing after it tells what is on disk. Every
+// write then fails with ErrSyncFailed until the store is opened again,
+// which reads what the disk holds. (A failed fdatasync of StoreLogs' own
+// records, with none appended before them, is undone as before.)
+//
+// The cluster appends a leader's command entries this way, in parallel
+// with their replication (cluster/durable.go says what keeps that safe).
+//
 // # NoSync
 //
 // Options.NoSync skips every fdatasync and fsync, of files and of the
