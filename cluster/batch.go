@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/hashicorp/raft"
 	"github.com/rlserver/rlserver/engine"
@@ -143,9 +144,14 @@ func (n *Node) dispatch(calls []*call, reqs, size int) {
 		for _, c := range calls {
 			buf = append(buf, c.chunk...)
 		}
+		// The state machine keeps an entry's results for its response
+		// only while this goroutine waits for them (fsm.go, awaited).
+		key := unsafe.SliceData(buf)
+		n.awaiting.Store(key, nil)
 		f := n.raft.Apply(buf, n.cfg.CommitTimeout)
 		go func() {
 			defer func() { <-n.sem }()
+			defer n.awaiting.Delete(key)
 			err := applyErr(f.Error())
 			if err != nil {
 				fail(calls, err)

@@ -44,6 +44,12 @@ type fsm struct {
 	// decoded into, reused from entry to entry (under mu).
 	reqBuf []engine.Request
 
+	// awaited reports whether a batcher goroutine of this node waits for
+	// the results of the batch entry with this data (batch.go); nil: as
+	// if always. The results of an entry nobody waits for (every entry on
+	// a follower) go back to resultPool at once.
+	awaited func(data []byte) bool
+
 	// durable waits until the entry at an index is on this node's disk
 	// (durable.go); false: the node closes and it cannot be. Nil: no wait.
 	durable func(index uint64) bool
@@ -167,6 +173,10 @@ func (f *fsm) Apply(l *raft.Log) any {
 			panic(fmt.Sprintf("cluster: applying log entry %d: %v", l.Index, err))
 		}
 		if !filtered {
+			if f.awaited != nil && !f.awaited(l.Data) {
+				resultPool.put(sub)
+				return nil
+			}
 			return &batchResult{res: sub}
 		}
 		scatter(res, sub, idx, filtered)

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/hashicorp/raft"
 	"github.com/rlserver/rlserver/engine"
@@ -160,12 +161,16 @@ type Node struct {
 	store     *raftlog.Store // the Raft log and stable store (logstore.go)
 	disk      *diskGuard     // marks the node when a log write fails (disk.go)
 
-	calls   chan *call
-	sem     chan struct{}
-	ready   chan struct{} // closed once raft is set: forwarded messages wait for it
-	closing chan struct{}
-	wg      sync.WaitGroup
-	once    sync.Once
+	calls chan *call
+	sem   chan struct{}
+	// awaiting holds the data array (unsafe.SliceData) of each batch
+	// entry this node submitted and whose results a batcher goroutine
+	// still waits for (batch.go; fsm.awaited).
+	awaiting sync.Map
+	ready    chan struct{} // closed once raft is set: forwarded messages wait for it
+	closing  chan struct{}
+	wg       sync.WaitGroup
+	once     sync.Once
 
 	fwdMu sync.Mutex
 	fwd   *peerConn // to the leader
@@ -307,6 +312,10 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	n.fsm.durable = n.disk.awaitDurable // durable.go
+	n.fsm.awaited = func(data []byte) bool {
+		_, ok := n.awaiting.Load(unsafe.SliceData(data))
+		return ok
+	}
 	trans := durableCommitTransport{n.trans, n.store.Durable}
 	n.raft, err = raft.NewRaft(rc, listingFSM{statsFSM{n.fsm, n.snapStats}, n}, logs, n.disk, snaps, trans)
 	if err != nil {
