@@ -129,12 +129,14 @@ soak-moves:
 #   make soak): 20 follower faults, 5 of the window after one, 5 leader
 #   faults;
 # - the stalled disks (clienttest/diskstall_test.go; RLSERVER_SOAK=1): 5
-#   runs, each freezing a follower's disk, then the leader's.
+#   runs, each freezing a follower's disk, then the leader's;
+# - a leader's unsynced log tail lost after replication
+#   (clienttest/logcrash_test.go; RLSERVER_SOAK=1): 5 runs.
 # Needs root (network namespaces, tmpfs, loop devices, fsfreeze). Several
 # minutes: about three for the network faults, two for the full disks.
 .PHONY: faults
 faults:
-	RLSERVER_FAULTS=1 RLSERVER_SOAK=1 $(GO) test -race -count=1 -timeout 30m -run '^(TestClusterNetFaults|TestClusterNetFaultPlantedBug|TestClusterDiskFull|TestClusterDiskStall|TestShardedFailover)$$' -v ./clienttest/
+	RLSERVER_FAULTS=1 RLSERVER_SOAK=1 $(GO) test -race -count=1 -timeout 30m -run '^(TestClusterNetFaults|TestClusterNetFaultPlantedBug|TestClusterDiskFull|TestClusterDiskStall|TestClusterLeaderLosesUnsyncedTail|TestShardedFailover)$$' -v ./clienttest/
 
 # The replicated throughput (three local Raft nodes, fsync on) side by side
 # with standalone rlserver and Redis + Lua (bench/cluster-compare.sh): req/s,

@@ -102,8 +102,16 @@ func (c *pcluster) relaunchIfCrashed(n *cnode) bool {
 // applied (so acknowledged) no entry before its own sync of it (without
 // that wait the history is Illegal), and told the followers of no commit
 // past that sync (without that cap the paused follower has applied
-// entries the others never do, and the digests differ).
+// entries the others never do, and the digests differ). CI runs it once;
+// RLSERVER_SOAK=1 (make faults) 5 times, each on a fresh cluster.
 func TestClusterLeaderLosesUnsyncedTail(t *testing.T) {
+	for r := range rounds(1, 5) {
+		t.Run(fmt.Sprintf("run%d", r+1), leaderLosesUnsyncedTailRun)
+	}
+}
+
+// leaderLosesUnsyncedTailRun is one run of TestClusterLeaderLosesUnsyncedTail.
+func leaderLosesUnsyncedTailRun(t *testing.T) {
 	const keys = 32
 	c := startCluster(t, serverBin)
 	ld := startIncrLoad(t, c, 6, keys, "tailctr")
