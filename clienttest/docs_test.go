@@ -167,7 +167,7 @@ func TestMemoryFiguresAgree(t *testing.T) {
 	}
 
 	// The whole process against Redis + Lua (make bench-compare).
-	m := regexp.MustCompile("resident memory per key, 1,000,000 keys \\| ([0-9.]+) B \\| ([0-9.-]+) B").FindStringSubmatch(readme)
+	m := regexp.MustCompile("resident memory per key, 1,000,000 keys \\| ([0-9.-]+) B \\| ([0-9.-]+) B").FindStringSubmatch(readme)
 	if m == nil {
 		t.Fatal("README's performance table has no resident memory row")
 	}
