@@ -82,18 +82,14 @@ func logCrashHooks() raftlog.Hooks {
 				die()
 			}
 		}}
-	case "unsynced":
+	case "unsynced", "late":
+		var wait time.Duration
+		if parts[0] == "late" {
+			wait = 50 * time.Millisecond
+		}
 		return raftlog.Hooks{BeforeSync: func(f *os.File, start, end int64) {
 			if nth() {
-				f.Truncate(start)
-				f.Sync()
-				die()
-			}
-		}}
-	case "late":
-		return raftlog.Hooks{BeforeSync: func(f *os.File, start, end int64) {
-			if nth() {
-				time.Sleep(50 * time.Millisecond)
+				time.Sleep(wait)
 				f.Truncate(start)
 				f.Sync()
 				die()
