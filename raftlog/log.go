@@ -105,15 +105,7 @@ func (s *Store) Sync() (uint64, error) {
 	start, end := g.synced, g.size
 	s.wmu.Unlock()
 
-	if h := s.opts.Hooks.BeforeSync; h != nil {
-		h(g.f, start, end)
-	}
-	err := s.syncData(g.f)
-	if err == nil {
-		if h := s.opts.Hooks.AfterSync; h != nil {
-			h(g.f, start, end)
-		}
-	}
+	err := s.syncRecords(g, start, end)
 
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
@@ -121,14 +113,36 @@ func (s *Store) Sync() (uint64, error) {
 		return 0, ErrClosed
 	}
 	if err != nil {
-		s.broken = fmt.Errorf("raftlog: %w: %w", ErrSyncFailed, err)
-		return s.durable.Load(), s.broken
+		return s.durable.Load(), s.breakOn(err)
 	}
 	if s.gen == gen { // no back deletion in between: target's record is the one synced
 		s.durable.Store(max(s.durable.Load(), target))
 		g.synced = max(g.synced, min(end, g.size))
 	}
 	return s.durable.Load(), nil
+}
+
+// syncRecords fdatasyncs g's file, whose records from start to end are
+// not synced yet, between the test hooks.
+func (s *Store) syncRecords(g *segment, start, end int64) error {
+	if h := s.opts.Hooks.BeforeSync; h != nil {
+		h(g.f, start, end)
+	}
+	if err := s.syncData(g.f); err != nil {
+		return err
+	}
+	if h := s.opts.Hooks.AfterSync; h != nil {
+		h(g.f, start, end)
+	}
+	return nil
+}
+
+// breakOn breaks the store after a failed fdatasync of records already
+// in the log, and returns the error every write returns from then on;
+// the caller holds wmu.
+func (s *Store) breakOn(err error) error {
+	s.broken = fmt.Errorf("raftlog: %w: %w", ErrSyncFailed, err)
+	return s.broken
 }
 
 // Durable is the last index whose record is synced: every record up to
@@ -186,20 +200,12 @@ func (s *Store) store(logs []*raft.Log, sync bool) error {
 		return s.undo(g, fmt.Errorf("raftlog: %w", err))
 	}
 	if sync {
-		from := min(g.synced, off) // with the records appended before, not synced yet
-		if h := s.opts.Hooks.BeforeSync; h != nil {
-			h(g.f, from, end)
-		}
-		if err := s.syncData(g.f); err != nil {
-			if from < off {
-				// Records already in the log may be lost.
-				s.broken = fmt.Errorf("raftlog: %w: %w", ErrSyncFailed, err)
-				return s.broken
+		// With the records appended before these and not synced yet.
+		if err := s.syncRecords(g, g.synced, end); err != nil {
+			if g.synced < off {
+				return s.breakOn(err) // records already in the log may be lost
 			}
 			return s.undo(g, fmt.Errorf("raftlog: %w", err))
-		}
-		if h := s.opts.Hooks.AfterSync; h != nil {
-			h(g.f, from, end)
 		}
 	}
 	s.mu.Lock()
@@ -327,8 +333,7 @@ func (s *Store) tail(next uint64) (*segment, error) {
 		// Records appended and not synced yet: Sync syncs the last
 		// segment only.
 		if err := s.syncData(g.f); err != nil {
-			s.broken = fmt.Errorf("raftlog: %w: %w", ErrSyncFailed, err)
-			return nil, s.broken
+			return nil, s.breakOn(err)
 		}
 		g.synced = g.size
 		s.durable.Store(max(s.durable.Load(), g.last()))
