@@ -146,7 +146,7 @@ func (n *Node) dispatch(calls []*call, reqs, size int) {
 		}
 		// The state machine keeps an entry's results for its response
 		// only while this goroutine waits for them (fsm.go, awaited).
-		key := unsafe.SliceData(buf)
+		key := entryKey(buf)
 		n.awaiting.Store(key, nil)
 		f := n.raft.Apply(buf, n.cfg.CommitTimeout)
 		go func() {
@@ -368,4 +368,17 @@ func exported(err error) error {
 		return ErrNotAppended
 	}
 	return err
+}
+
+// entryKey is what Node.awaiting knows a submitted batch entry by: its
+// data array, which the leader's state machine sees again (Raft hands it
+// the entry of the future), and which nothing else shares while the
+// entry is in Raft's log cache.
+func entryKey(data []byte) *byte { return unsafe.SliceData(data) }
+
+// awaited reports whether a batcher goroutine of this node waits for the
+// results of the batch entry with this data (fsm.awaited).
+func (n *Node) awaited(data []byte) bool {
+	_, ok := n.awaiting.Load(entryKey(data))
+	return ok
 }

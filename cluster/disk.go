@@ -225,14 +225,9 @@ func (g *diskGuard) StoreLogs(logs []*raft.Log) error {
 		g.durableAdvanced()
 		return nil
 	}
-	if errors.Is(err, raftlog.ErrSyncFailed) {
-		g.fail(err)
-		g.fatal(err)
-		return err
-	}
 	g.fail(err)
 	r := g.r.Load()
-	if r == nil || r.State() != raft.Follower {
+	if r == nil || r.State() != raft.Follower || errors.Is(err, raftlog.ErrSyncFailed) {
 		return err
 	}
 	deadline := time.Now().Add(followerWriteHold)
@@ -307,11 +302,16 @@ func (g *diskGuard) check(err error) error {
 	return err
 }
 
-// fail marks the node. It runs on Raft's own goroutine, before Raft acts
-// on the error, so the longer timeouts are in place when a leader that
-// failed to write steps down and starts its follower timer.
+// fail marks the node, and ends it (fatal) when the write broke the log
+// (raftlog.ErrSyncFailed). It runs on Raft's own goroutine, before Raft
+// acts on the error, so the longer timeouts are in place when a leader
+// that failed to write steps down and starts its follower timer.
 func (g *diskGuard) fail(err error) {
 	g.writeErrors.Add(1)
+	if errors.Is(err, raftlog.ErrSyncFailed) {
+		// The log broke (durable.go): what is on disk is unknown.
+		g.fatal(err)
+	}
 	if g.failed.Swap(true) {
 		return
 	}

@@ -70,9 +70,6 @@ func (g *diskGuard) appendDeferred(logs []*raft.Log) error {
 	g.end(ticket)
 	if err != nil {
 		g.fail(err)
-		if errors.Is(err, raftlog.ErrSyncFailed) {
-			g.fatal(err)
-		}
 		return err
 	}
 	select {
@@ -103,7 +100,7 @@ func (g *diskGuard) syncNow() {
 	case errors.Is(err, raftlog.ErrClosed):
 	case err != nil:
 		g.fail(err)
-		g.fatal(err)
+		g.fatal(err) // whatever the error: the entries it covered may be lost
 	default:
 		g.durableAdvanced()
 	}
@@ -137,10 +134,8 @@ func (g *diskGuard) awaitDurable(index uint64) bool {
 		ch := g.durableCh
 		g.waiting = true
 		g.dmu.Unlock()
-		select {
-		case g.syncKick <- struct{}{}: // in case the append's kick was taken by an earlier sync
-		default:
-		}
+		// No kick needed: each append kicks after it is in the log, so
+		// a sync that starts after the kick is taken covers it.
 		select {
 		case <-ch:
 		case <-g.closing:

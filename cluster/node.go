@@ -15,7 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/hashicorp/raft"
 	"github.com/rlserver/rlserver/engine"
@@ -312,10 +311,7 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	n.fsm.durable = n.disk.awaitDurable // durable.go
-	n.fsm.awaited = func(data []byte) bool {
-		_, ok := n.awaiting.Load(unsafe.SliceData(data))
-		return ok
-	}
+	n.fsm.awaited = n.awaited           // batch.go
 	trans := durableCommitTransport{n.trans, n.store.Durable}
 	n.raft, err = raft.NewRaft(rc, listingFSM{statsFSM{n.fsm, n.snapStats}, n}, logs, n.disk, snaps, trans)
 	if err != nil {
