@@ -141,8 +141,7 @@ func leaderLosesUnsyncedTailRun(t *testing.T) {
 		}
 	}
 	c.pause(other)
-	crashed.srv = nil
-	c.launch(crashed)
+	c.relaunchIfCrashed(crashed)
 	c.launch(third)
 	if l := c.waitLeader(10 * time.Second); l == other {
 		t.Fatalf("%s leads, but it is paused", other.id)
