@@ -39,6 +39,8 @@ type fsm struct {
 
 	// Slot moves (slotmove.go; data groups only), under mu.
 	slots slotTable
+	// movedIn: the slots in state slotOwned, read without mu (slotmove.go).
+	movedIn atomic.Pointer[movedIn]
 
 	// reqBuf is the array the requests of the entry being applied are
 	// decoded into, reused from entry to entry (under mu).

@@ -100,6 +100,31 @@ func newSlotTable() slotTable {
 
 func (t *slotTable) empty() bool { return len(t.state) == 0 && len(t.moves) == 0 }
 
+// movedIn is the set of slots a group took in a move and owns (state
+// slotOwned), one bit per slot: what Node.OwnsMovedSlot reads without the
+// state machine's lock.
+type movedIn [NumSlots / 64]uint64
+
+// publishMovedIn publishes the slots of the table in state slotOwned (under
+// f.mu, after the table changed).
+func (f *fsm) publishMovedIn() {
+	var m movedIn
+	for s, e := range f.slots.state {
+		if e.state == slotOwned {
+			m[s/64] |= 1 << (s % 64)
+		}
+	}
+	f.movedIn.Store(&m)
+}
+
+// OwnsMovedSlot reports whether this replica's group took slot in a move
+// that committed here (the target's commit step applied): from then on
+// the group serves it, before or after the slot directory says so.
+func (n *Node) OwnsMovedSlot(slot int) bool {
+	m := n.fsm.movedIn.Load()
+	return m != nil && slot >= 0 && slot < NumSlots && m[slot/64]&(1<<(slot%64)) != 0
+}
+
 // refused reports whether a request on key must be refused.
 func (t *slotTable) refused(key []byte) bool {
 	e, ok := t.state[slots.Of(key)]
@@ -160,6 +185,7 @@ func (f *fsm) applySlots(now int64, op []byte, index uint64) any {
 		panic(fmt.Sprintf("cluster: log entry %d: bad slot move step", index))
 	}
 	mv := f.slots.moves[id]
+	defer f.publishMovedIn()
 	switch code {
 	case slotsImport, slotsFreeze:
 		start, end := int(d.uvarint()), int(d.uvarint())

@@ -211,14 +211,28 @@ func TestSlotMoveSnapshotMidMove(t *testing.T) {
 		return c
 	}
 	src2, dst2 := restore(src), restore(dst)
+	// movedIn: the slots a group took in a committed move, no others.
+	movedIn := func(l *fsmLog, want bool) {
+		t.Helper()
+		n := &Node{fsm: l.f}
+		if n.OwnsMovedSlot(100) != want || n.OwnsMovedSlot(9000) != want || n.OwnsMovedSlot(99) || n.OwnsMovedSlot(9001) {
+			t.Fatalf("slots 99, 100, 9000, 9001 moved in: %v %v %v %v; want false %v %v false",
+				n.OwnsMovedSlot(99), n.OwnsMovedSlot(100), n.OwnsMovedSlot(9000), n.OwnsMovedSlot(9001), want, want)
+		}
+	}
+	movedIn(dst2, false)
 	for _, pair := range [][2]*fsmLog{{dst, dst2}} {
 		for _, l := range pair {
 			l.apply(slotsEntry(t0+2e9, chunkOp(3, t0+1e9, recs[5:])), false)
+			movedIn(l, false)
 			l.apply(slotsEntry(t0+2e9, binary.AppendVarint(binary.AppendUvarint([]byte{slotsCommit}, 3), t0+1e9)), false)
+			movedIn(l, true)
 		}
 	}
+	movedIn(restore(dst), true) // a snapshot after the commit keeps it
 	for _, l := range []*fsmLog{src, src2} {
 		l.apply(slotsEntry(t0+3e9, binary.AppendUvarint([]byte{slotsRelease}, 3)), false)
+		movedIn(l, false)
 	}
 	if src.digest() != src2.digest() || dst.digest() != dst2.digest() {
 		t.Fatal("replicas restored mid-move ended in another state")

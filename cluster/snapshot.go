@@ -86,6 +86,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.applied.Store(applied)
 	f.setDirectory(dir)
 	f.slots = table
+	f.publishMovedIn()
 	return nil
 }
 

@@ -157,3 +157,94 @@ func TestRebalanceAfterAddGroup(t *testing.T) {
 		}
 	}
 }
+
+// TestMovedSlotServedBeforeDirectory: once a move has committed at the
+// target, the node leading the target serves the range even while its own
+// slot directory still gives the range to the source (the meta group's
+// change not applied there yet). Before, it answered MOVED to the source's
+// leader, which (with the change applied) sent the client back: clients
+// bounced between the two until the directory arrived, and go-redis gave
+// up after its redirects. A command it takes in that window is refused by
+// the frozen source, waits for the directory and is applied at the target.
+func TestMovedSlotServedBeforeDirectory(t *testing.T) {
+	hosts := startHosts(t, 3, 2, Moved)
+	waitFor(t, 20*time.Second, "every group to have a leader", func() bool { return served(hosts, 2) })
+	ctx := context.Background()
+	const lo, hi = 0, 100
+	var key []byte
+	for i := 0; key == nil; i++ {
+		if k := fmt.Sprintf("b%d", i); slots.OfString(k) <= hi {
+			key = []byte(k)
+		}
+	}
+	slot := slots.Of(key)
+	src := hosts[0].h.set.Load().bySlot[slot].id
+	target := map[uint32]uint32{1: 2, 2: 1}[src]
+	leaderOf := func(g uint32) *thost {
+		for _, th := range hosts {
+			if th.h.set.Load().byID[g].node.IsLeader() {
+				return th
+			}
+		}
+		return nil
+	}
+	// Each group leads on its preferred host (host.go), so two hosts lead.
+	var tl *thost
+	waitFor(t, 20*time.Second, "the two groups to lead on different hosts", func() bool {
+		tl = leaderOf(target)
+		sl := leaderOf(src)
+		return tl != nil && sl != nil && tl != sl
+	})
+	stale := tl.h.set.Load() // the directory before the move: the range is the source's
+	if serve, addr := tl.h.Route(slot); serve || addr == "" {
+		t.Fatalf("before the move the target's leader answered serve=%v addr=%q, want MOVED to the source's leader", serve, addr)
+	}
+	id, err := hosts[0].h.MoveSlots(ctx, lo, hi, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := hosts[0].h.WaitMove(wctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if !tl.h.set.Load().byID[target].node.OwnsMovedSlot(slot) {
+		t.Fatalf("the target's leader does not report slot %d as moved in", slot)
+	}
+	if tl.h.set.Load().byID[src].node.OwnsMovedSlot(slot) {
+		t.Fatalf("the source reports slot %d as moved in", slot)
+	}
+	// The target's leader with the directory from before the move.
+	current := tl.h.set.Load()
+	tl.h.set.Store(stale)
+	serve, addr := tl.h.Route(slot)
+	if !serve {
+		tl.h.set.Store(current)
+		t.Fatalf("the target's leader, its directory behind, redirects slot %d to %s", slot, addr)
+	}
+	// A command taken in that window: refused by the source, it waits
+	// for the directory, then the target applies it.
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		tl.h.set.Store(current)
+	}()
+	req := engine.Request{Op: engine.OpGCRA, Key: key, Limit: 10, Interval: int64(time.Hour), Cost: 1}
+	res := make([]engine.Result, 1)
+	if err := tl.h.Do(ctx, []engine.Request{req}, res); err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Err != nil || !res[0].Allowed || res[0].Remaining != 9 {
+		t.Fatalf("the command taken with the directory behind: %+v, want allowed with 9 left", res[0])
+	}
+	waitFor(t, 10*time.Second, "replicas to agree", func() bool { return digestsEqual(hosts) })
+	held := 0
+	current.byID[target].node.ForEachKey(ctx, func(k string) error {
+		if k == string(key) {
+			held++
+		}
+		return nil
+	})
+	if held != 1 {
+		t.Fatalf("the target holds key %s %d times, want once", key, held)
+	}
+}
