@@ -105,7 +105,29 @@ type groupSet struct {
 	bySlot  [slots.Count]*member // nil: slot not assigned, or its group not open here
 }
 
-func (gs *groupSet) member(key []byte) *member { return gs.bySlot[slots.Of(key)] }
+func (gs *groupSet) member(key []byte) *member { return gs.owner(slots.Of(key)) }
+
+// owner is the member that serves slot on this node: the directory's
+// group, unless this node does not lead it and leads a group that took
+// the slot in a move whose commit its directory does not show yet (the
+// meta group's change still on its way here). Without that, the node
+// leading the target answered MOVED to the source's leader, which, with
+// the change applied, sent the client back: clients bounced between the
+// two until the directory arrived, and go-redis gave up after its 16
+// redirects. The target's own state decides: it applies a request only
+// on a slot it owns at that point of its log (cluster.fsm.filterOwned).
+func (gs *groupSet) owner(slot int) *member {
+	m := gs.bySlot[slot]
+	if m != nil && m.node.IsLeader() {
+		return m
+	}
+	for _, o := range gs.ordered {
+		if o != m && o.node.IsLeader() && o.node.OwnsMovedSlot(slot) {
+			return o
+		}
+	}
+	return m
+}
 
 // NodeID40 is the 40-hex id a node shows in the Redis Cluster protocol:
 // the SHA-1 of its --node-id, so every node derives the same one.

@@ -18,25 +18,12 @@ import (
 // whose group is not open here yet, is not served.
 func (h *Host) Route(slot int) (serve bool, addr string) {
 	gs := h.set.Load()
-	m := gs.bySlot[slot]
+	m := gs.owner(slot)
 	if m == nil {
 		return false, ""
 	}
 	if h.cfg.Redirect == Forward || m.node.IsLeader() {
 		return true, ""
-	}
-	// A group this node leads that took the slot in a move serves it
-	// from its commit on, though this node's directory may not say so
-	// yet: the source's leader, which has the change, sends clients
-	// here, and a MOVED back would bounce them between the two until the
-	// directory arrives (go-redis follows MOVED at once, and gave up
-	// after its 16 redirects in such a window). The command goes the
-	// directory's way, the source refuses it (its slots are frozen), and
-	// it waits for the directory (Host.rerouteRefused).
-	for _, o := range gs.ordered {
-		if o != m && o.node.IsLeader() && o.node.OwnsMovedSlot(slot) {
-			return true, ""
-		}
 	}
 	leader := m.node.LeaderID()
 	if leader == "" {
