@@ -287,19 +287,10 @@ func (f *fsm) applySlots(now int64, op []byte, index uint64) any {
 
 // dropRange deletes every key of slots [start, end] (release).
 func (f *fsm) dropRange(start, end int) (int, error) {
-	ctx := context.Background()
-	var dels []engine.Request
-	_, err := f.eng.Export(ctx, f.now.Load(), func(r engine.Record) error {
-		if s := slots.OfString(r.Key); s >= start && s <= end {
-			dels = append(dels, engine.Request{Op: engine.OpDel, Key: []byte(r.Key)})
-		}
-		return nil
+	return f.eng.DeleteMatching(context.Background(), f.now.Load(), func(key []byte) bool {
+		s := slots.Of(key)
+		return s >= start && s <= end
 	})
-	if err != nil || len(dels) == 0 {
-		return 0, err
-	}
-	res := make([]engine.Result, len(dels))
-	return len(dels), f.eng.Do(ctx, f.now.Load(), dels, res)
 }
 
 // records decodes a uvarint count and that many records (appendRecord).

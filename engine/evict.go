@@ -262,3 +262,40 @@ func (s *shard) evictCandidates(r EvictRange) []evictCand {
 	slices.SortFunc(out, evictCand.compare)
 	return out[:min(len(out), r.N)]
 }
+
+// DeleteMatching deletes every key for which match reports true, on each
+// shard's goroutine in one pass over its table (no copy of a key or a
+// record), and returns how many of them held a state that was not empty
+// at nowNanos (what Export would have listed: every replica counts the
+// same, whichever expired keys its sweeper has already dropped). match
+// runs on the shards' goroutines, one call per key, several shards at
+// once; it must not keep the key. A slot move's release drops its range
+// this way.
+func (e *Engine) DeleteMatching(ctx context.Context, nowNanos int64, match func(key []byte) bool) (int, error) {
+	live := make([]int, len(e.shards))
+	err := e.onEach(ctx, func(i int, s *shard) {
+		s.advance(nowNanos)
+		t := &s.tab
+		removed := 0
+		for j := range t.slots {
+			sl := &t.slots[j]
+			if !sl.used() || !match(keyOf(t.arena, sl)) {
+				continue
+			}
+			if s.expiresAt(sl.kind(), sl.val) > s.now {
+				live[i]++
+			}
+			s.remove(j)
+			removed++
+		}
+		if removed > 0 {
+			s.dirty += uint64(removed)
+			s.shrink()
+		}
+	})
+	n := 0
+	for _, c := range live {
+		n += c
+	}
+	return n, err
+}

@@ -290,3 +290,49 @@ func mapsSupported() bool {
 	offheap.Unmap(mem)
 	return true
 }
+
+// TestDeleteMatching: every matching key goes, of every kind, live or
+// empty; the count is of those with a state at the given time (as Export
+// lists them); the others stay with their state; the table stays usable.
+func TestDeleteMatching(t *testing.T) {
+	e := newEngine(t, 2)
+	// A bucket with 1 of 10 taken at 1 token/s is empty a second later
+	// (one with all 10 taken, ten seconds later);
+	// a fixed window or a log lives for its minute. (A shard's clock
+	// never goes back: every key of a time first, then the next time.)
+	for i := range 300 {
+		do1(t, e, t0, bucket(t, fmt.Sprintf("drop%d", i), 10, 1, 1))
+		do1(t, e, t0, bucket(t, fmt.Sprintf("keep%d", i), 10, 1, 10)) // live for 10 s
+		do1(t, e, t0, fixedReq(t, fmt.Sprintf("dropwin%d", i), 10, 60_000, 1))
+	}
+	for i := range 300 {
+		do1(t, e, t0+sec, logReq(t, fmt.Sprintf("droplog%d", i), 10, 60_000, 1))
+	}
+	now := t0 + 2*sec // the buckets are empty by now, the windows and logs are not
+	n, err := e.DeleteMatching(context.Background(), now, func(k []byte) bool { return len(k) > 4 && string(k[:4]) == "drop" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 600 {
+		t.Fatalf("DeleteMatching counted %d live keys, want 600 (windows and logs; the dropped buckets were empty)", n)
+	}
+	if got, err := e.Len(context.Background(), now); err != nil || got != 300 {
+		t.Fatalf("Len after: %d (%v), want the 300 kept buckets", got, err)
+	}
+	// The table holds the kept keys and nothing else, and takes new ones.
+	u, err := e.Usage(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Stored != 300 || u.Keys[KindGCRA] != 300 {
+		t.Fatalf("%d keys in the tables after the deletion (%d buckets), want the 300 kept buckets", u.Stored, u.Keys[KindGCRA])
+	}
+	// keep0 kept its state: 2 of its 10 tokens back after 2 s, 1 left.
+	if r := do1(t, e, now, bucket(t, "keep0", 10, 1, 1)); !r.Allowed || r.Remaining != 1 {
+		t.Fatalf("keep0 after the deletion: %+v, want allowed with 1 left", r)
+	}
+	r := do1(t, e, now, fixedReq(t, "dropwin0", 10, 60_000, 1))
+	if !r.Allowed || r.Remaining != 9 {
+		t.Fatalf("a deleted window used again: %+v, want a fresh window with 9 left", r)
+	}
+}
