@@ -11,11 +11,13 @@ import (
 )
 
 // Route says how this node handles a command on slot (server.SlotRouter):
-// served here when it leads the slot's group, with --cluster-redirect
-// forward, or while the group has no leader it knows of (the group's node
-// then waits for one and forwards, within the commit timeout); redirected
-// to the group leader's client address otherwise. A slot no group owns, or
-// whose group is not open here yet, is not served.
+// served here when it leads the slot's group (groupSet.owner: including a
+// group that took the slot in a move this node's directory does not show
+// yet), with --cluster-redirect forward, or while the group has no leader
+// it knows of (the group's node then waits for one and forwards, within
+// the commit timeout); redirected to the group leader's client address
+// otherwise. A slot no group owns, or whose group is not open here yet,
+// is not served.
 func (h *Host) Route(slot int) (serve bool, addr string) {
 	gs := h.set.Load()
 	m := gs.owner(slot)
