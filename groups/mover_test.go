@@ -188,11 +188,23 @@ func TestMovedSlotServedBeforeDirectory(t *testing.T) {
 		}
 		return nil
 	}
-	// Each group leads on its preferred host (host.go), so two hosts lead.
+	// Each group ends up led by its preferred host (membership.go,
+	// balance), a different one for each; wait for that, so no hand-off
+	// moves a leader during the test.
+	settled := func(g uint32) *thost {
+		l := leaderOf(g)
+		if l == nil {
+			return nil
+		}
+		if p, ok := preferredLeader(g, l.h.set.Load().byID[g].node.Peers()); !ok || p.ID != l.id {
+			return nil
+		}
+		return l
+	}
 	var tl *thost
-	waitFor(t, 20*time.Second, "the two groups to lead on different hosts", func() bool {
-		tl = leaderOf(target)
-		sl := leaderOf(src)
+	waitFor(t, 30*time.Second, "each group led by its preferred host", func() bool {
+		tl = settled(target)
+		sl := settled(src)
 		return tl != nil && sl != nil && tl != sl
 	})
 	stale := tl.h.set.Load() // the directory before the move: the range is the source's
