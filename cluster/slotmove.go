@@ -106,7 +106,9 @@ func (t *slotTable) empty() bool { return len(t.state) == 0 && len(t.moves) == 0
 type movedIn [NumSlots / 64]uint64
 
 // publishMovedIn publishes the slots of the table in state slotOwned (under
-// f.mu, after the table changed).
+// f.mu), after a step that can change them: a commit adds some, a freeze
+// takes some out (an import or a release touches no owned slot, a chunk
+// no state).
 func (f *fsm) publishMovedIn() {
 	var m movedIn
 	for s, e := range f.slots.state {
@@ -185,7 +187,6 @@ func (f *fsm) applySlots(now int64, op []byte, index uint64) any {
 		panic(fmt.Sprintf("cluster: log entry %d: bad slot move step", index))
 	}
 	mv := f.slots.moves[id]
-	defer f.publishMovedIn()
 	switch code {
 	case slotsImport, slotsFreeze:
 		start, end := int(d.uvarint()), int(d.uvarint())
@@ -211,6 +212,7 @@ func (f *fsm) applySlots(now int64, op []byte, index uint64) any {
 		for s := start; s <= end; s++ {
 			f.slots.state[s] = slotEntry{state: st, move: id}
 		}
+		f.publishMovedIn() // a freeze takes owned slots out
 		mv = &MoveProgress{ID: id, Start: start, End: end, Target: code == slotsImport}
 		if code == slotsFreeze {
 			mv.ExportClock = now
@@ -263,6 +265,7 @@ func (f *fsm) applySlots(now int64, op []byte, index uint64) any {
 			for s := mv.Start; s <= mv.End; s++ {
 				f.slots.state[s] = slotEntry{state: slotOwned, move: id}
 			}
+			f.publishMovedIn()
 			mv.Done = true
 		}
 		return &stateResult{v: 1}

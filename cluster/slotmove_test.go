@@ -241,6 +241,9 @@ func TestSlotMoveSnapshotMidMove(t *testing.T) {
 	if !ok || !p.Done || p.Keys != len(in) {
 		t.Fatalf("restored target's move: %+v", p)
 	}
+	// Moving the range on again: the freeze takes it out of movedIn.
+	dst.apply(slotsEntry(t0+4e9, rangeOp(slotsFreeze, 4, 100, 9000)), false)
+	movedIn(dst, false)
 }
 
 // TestSlotMoveRefusals: steps that do not fit the group's state are
