@@ -23,16 +23,36 @@ func readFile(t *testing.T, path string) string {
 	return string(b)
 }
 
+// TestDockerignore: the build context leaves out the history and every
+// line of .gitignore (build outputs, make run's data folder), so no
+// binary built in the checkout goes to the daemon. Docker reads a leading
+// / as the context's root, as git does; a git pattern without a / matches
+// at any depth, which Docker writes **/pattern.
 func TestDockerignore(t *testing.T) {
-	lines := map[string]bool{}
-	for _, l := range strings.Split(readFile(t, "../.dockerignore"), "\n") {
-		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
-			lines[l] = true
+	lines := func(path string) []string {
+		var out []string
+		for _, l := range strings.Split(readFile(t, path), "\n") {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	docker := map[string]bool{}
+	for _, l := range lines("../.dockerignore") {
+		docker[strings.TrimPrefix(l, "/")] = true
+	}
+	want := []string{".git", "bin/", "data/"}
+	for _, l := range lines("../.gitignore") {
+		if strings.Contains(strings.TrimSuffix(l, "/"), "/") {
+			want = append(want, strings.TrimPrefix(l, "/"))
+		} else {
+			want = append(want, "**/"+l)
 		}
 	}
-	for _, want := range []string{".git", "bin/", "data/"} {
-		if !lines[want] {
-			t.Errorf(".dockerignore does not list %s", want)
+	for _, w := range want {
+		if !docker[w] {
+			t.Errorf(".dockerignore does not list %s", w)
 		}
 	}
 }
