@@ -22,7 +22,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rlserver/rlserver/resp"
+	"github.com/rlserver/rlserver/internal/conf"
 )
 
 // ACL is a set of users. Build one with Parse or Default.
@@ -138,8 +138,9 @@ func newUser(name string) *User {
 //
 //	user <name> [rule ...]
 //
-// Blank lines and lines starting with # are skipped; arguments may be
-// quoted as in redis-cli. A user not mentioned does not exist, except the
+// Blank lines and lines starting with # are skipped; a line is split into
+// arguments as Redis splits redis.conf's lines (package internal/conf:
+// "double" and 'single' quotes, escapes). A user not mentioned does not exist, except the
 // default user, which is Redis's (on nopass ~* &* +@all) when the file has
 // no line for it; requirePass, when set, becomes its password then, and is
 // refused when the file defines the default user itself (one of the two
@@ -155,19 +156,22 @@ func Parse(src []byte, requirePass string, known func(name string) bool) (*ACL, 
 		if len(line) == 0 || line[0] == '#' {
 			continue
 		}
-		argv, ok := resp.SplitArgs(line)
-		if !ok {
-			return nil, fmt.Errorf("line %d: unbalanced quotes", n)
+		argv, err := conf.Split(string(line))
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
-		if !strings.EqualFold(string(argv[0]), "user") {
-			return nil, fmt.Errorf("line %d: expected 'user <name> [rules...]', got %q", n, Sanitize(argv[0], 64))
+		if len(argv) == 0 {
+			continue // a NUL ends a line, as in Redis
+		}
+		if !strings.EqualFold(argv[0], "user") {
+			return nil, fmt.Errorf("line %d: expected 'user <name> [rules...]', got %q", n, Sanitize([]byte(argv[0]), 64))
 		}
 		if len(argv) < 2 {
 			return nil, fmt.Errorf("line %d: a user needs a name", n)
 		}
-		name := string(argv[1])
+		name := argv[1]
 		if !validUserName(name) {
-			return nil, fmt.Errorf("line %d: invalid user name %q: use printable characters, no spaces", n, Sanitize(argv[1], 64))
+			return nil, fmt.Errorf("line %d: invalid user name %q: use printable characters, no spaces", n, Sanitize([]byte(argv[1]), 64))
 		}
 		if first, dup := lineOf[name]; dup {
 			return nil, fmt.Errorf("line %d: user '%s' is already defined on line %d", n, name, first)
@@ -175,7 +179,7 @@ func Parse(src []byte, requirePass string, known func(name string) bool) (*ACL, 
 		lineOf[name] = n
 		u := newUser(name)
 		for _, r := range argv[2:] {
-			if err := u.apply(string(r), known); err != nil {
+			if err := u.apply(r, known); err != nil {
 				return nil, fmt.Errorf("line %d: user '%s': %v", n, name, err)
 			}
 		}

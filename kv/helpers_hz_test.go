@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/internal/conf"
 	"github.com/rlserver/rlserver/kv"
-	"github.com/rlserver/rlserver/resp"
 	"github.com/rlserver/rlserver/values"
 )
 
@@ -33,9 +33,13 @@ func newHZEnv(t testing.TB) *hzEnv {
 
 // hzArgs splits a command line as redis-cli does (quotes, \x escapes).
 func hzArgs(t testing.TB, line string) [][]byte {
-	args, ok := resp.SplitArgs([]byte(line))
-	if !ok || len(args) == 0 {
-		t.Fatalf("bad command line %q", line)
+	split, err := conf.Split(line)
+	if err != nil || len(split) == 0 {
+		t.Fatalf("bad command line %q: %v", line, err)
+	}
+	args := make([][]byte, len(split))
+	for i, a := range split {
+		args[i] = []byte(a)
 	}
 	return args
 }

@@ -456,14 +456,6 @@ func UnbalancedQuotes(args [][]byte) bool {
 	return len(args) == 1 && len(args[0]) == len(unbalancedQuotes) && &args[0][0] == &unbalancedQuotes[0]
 }
 
-// SplitArgs splits line into arguments with Redis's quoting rules, as an
-// inline command is split (Redis's sdssplitargs: redis.conf and ACL files
-// use them too). It reports false when a quote does not close.
-func SplitArgs(line []byte) ([][]byte, bool) {
-	args, ok := splitInline(line, nil)
-	return args.argv, ok
-}
-
 type inlineArgs struct {
 	argv  [][]byte
 	store []byte

@@ -112,16 +112,9 @@ func encode(args ...string) string {
 	return b.String()
 }
 
-// TestSplitArgs: SplitArgs splits as an inline command is split and
-// reports unclosed quotes; UnbalancedQuotes recognises only the marker.
-func TestSplitArgs(t *testing.T) {
-	args, ok := SplitArgs([]byte(`user "a b" 'c\'d' e`))
-	if !ok || len(args) != 4 || string(args[1]) != "a b" || string(args[2]) != "c'd" {
-		t.Fatalf("SplitArgs = %q, %v", args, ok)
-	}
-	if _, ok := SplitArgs([]byte(`user "a`)); ok {
-		t.Fatal("SplitArgs accepted an unclosed quote")
-	}
+// TestUnbalancedQuotesMarker: UnbalancedQuotes recognises only the marker
+// the reader returns for an inline line whose quotes do not close.
+func TestUnbalancedQuotesMarker(t *testing.T) {
 	if UnbalancedQuotes([][]byte{[]byte("\x00unbalanced-quotes")}) || UnbalancedQuotes(nil) {
 		t.Fatal("UnbalancedQuotes matched something other than the marker")
 	}

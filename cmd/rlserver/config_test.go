@@ -4,51 +4,9 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 )
-
-// TestSplitConfigLine pins redis.conf's quoting (Redis's sdssplitargs) and
-// the trailing-comment extension.
-func TestSplitConfigLine(t *testing.T) {
-	for _, tc := range []struct {
-		line string
-		want []string // nil with bad: an error
-		bad  bool
-	}{
-		{line: "", want: nil},
-		{line: "   # a comment", want: nil},
-		{line: "port 6379", want: []string{"port", "6379"}},
-		{line: "  port\t6379  \r", want: []string{"port", "6379"}},
-		{line: `requirepass "s3cret"     # double quotes are optional`, want: []string{"requirepass", "s3cret"}},
-		{line: `protected-mode no        # booleans: yes/no or true/false`, want: []string{"protected-mode", "no"}},
-		{line: `requirepass "a b"`, want: []string{"requirepass", "a b"}},
-		{line: `requirepass "#not a comment"`, want: []string{"requirepass", "#not a comment"}},
-		{line: `requirepass abc#def`, want: []string{"requirepass", "abc#def"}},
-		{line: `x "\x41\x4a\n\t\r\"\\\q"`, want: []string{"x", "AJ\n\t\r\"\\q"}},
-		{line: `x "\x4g"`, want: []string{"x", "x4g"}},
-		{line: `x 'it\'s \n'`, want: []string{"x", `it's \n`}},
-		{line: `x ""`, want: []string{"x", ""}},
-		{line: `x a"b c"d`, bad: true}, // a closing quote must be followed by a blank
-		{line: `x a"b c"`, want: []string{"x", "ab c"}},
-		{line: `x "abc`, bad: true},
-		{line: `x 'abc`, bad: true},
-		{line: `x "abc"def`, bad: true},
-		{line: `x "abc\`, bad: true},
-	} {
-		got, err := splitConfigLine(tc.line)
-		if tc.bad {
-			if err == nil {
-				t.Errorf("splitConfigLine(%q) = %q, want an error", tc.line, got)
-			}
-			continue
-		}
-		if err != nil || !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("splitConfigLine(%q) = %q, %v; want %q", tc.line, got, err, tc.want)
-		}
-	}
-}
 
 // TestConfigFileLines: each line is one name and one value; anything else
 // is refused with the file and line named. Regression: "requirepass
