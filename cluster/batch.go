@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/hashicorp/raft"
+	"github.com/rlserver/rlserver/cluster/entry"
 	"github.com/rlserver/rlserver/engine"
 )
 
@@ -139,7 +140,7 @@ func (n *Node) dispatch(calls []*call, reqs, size int) {
 		}
 		buf := make([]byte, 0, 24+size)
 		buf = n.wrapNoCreate(buf) // maxmemory (memory.go)
-		buf = appendEntryHeader(buf, cmdBatch2, now.UnixNano())
+		buf = entry.AppendHeader(buf, entry.Batch, now.UnixNano())
 		buf = binary.AppendUvarint(buf, uint64(reqs))
 		for _, c := range calls {
 			buf = append(buf, c.chunk...)
@@ -381,4 +382,60 @@ func entryKey(data []byte) *byte { return unsafe.SliceData(data) }
 func (n *Node) awaited(data []byte) bool {
 	_, ok := n.awaiting.Load(entryKey(data))
 	return ok
+}
+
+// DoPolicies is Do for a batch whose requests may name policies (see
+// server.Policies; names may be nil): the names travel in the entry and the
+// FSM resolves them.
+func (n *Node) DoPolicies(ctx context.Context, reqs []engine.Request, names [][]byte, res []engine.Result) error {
+	if len(reqs) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.CommitTimeout)
+	defer cancel()
+	// Encoding copies the keys, which alias the caller's buffers: after an
+	// early return nothing here reads them.
+	chunk := entry.AppendRequests(chunkPool.get(len(reqs) * 48)[:0], reqs, names)
+	err := n.submit(ctx, chunk, len(reqs), false, func(all []engine.Result) {
+		copy(res[:len(reqs)], all)
+	})
+	if err == nil {
+		// The batcher copied the chunk into its entry or message before
+		// any result came back; after an error it may not have.
+		chunkPool.put(chunk)
+	}
+	return err
+}
+
+// validBatch reports whether a forwarded batch's count requests decode,
+// as the FSM will decode them.
+func validBatch(b []byte, count uint64) bool {
+	buf := requestPool.get(0) // count is not checked yet: decoding checks it first
+	reqs, _, err := entry.DecodeRequests(b, count, buf)
+	// Drop the keys, which point into b (a failed decode may have
+	// written some into buf).
+	if reqs != nil {
+		clear(reqs)
+		if cap(reqs) >= cap(buf) {
+			buf = reqs
+		}
+	} else {
+		clear(buf[:min(uint64(cap(buf)), count)])
+	}
+	requestPool.put(buf)
+	return err == nil
+}
+
+// serveBatch feeds a batch forwarded to this leader (count requests,
+// already checked by validBatch) into the group commit, never forwarding
+// it again, and answers its results.
+func (n *Node) serveBatch(ctx context.Context, chunk []byte, count int) (byte, []byte) {
+	var body []byte
+	err := n.submitBy(ctx, chunk, count, true, leaderDeadline(ctx), func(res []engine.Result) {
+		body = appendResults(nil, res)
+	})
+	if err != nil {
+		return statusOf(err), nil
+	}
+	return statusOK, body
 }

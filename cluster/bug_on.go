@@ -2,7 +2,11 @@
 
 package cluster
 
-import "time"
+import (
+	"time"
+
+	"github.com/rlserver/rlserver/cluster/entry"
+)
 
 // ackBeforeCommit plants a bug for the linearizability tests; see plantedAck.
 // This build is for tests only: it loses the guarantees of the cluster.
@@ -13,25 +17,25 @@ const ackBeforeCommit = true
 // on its own engine and answers without replicating it.
 func (n *Node) plantedAck(calls []*call, reqs int) {
 	defer func() { <-n.sem }()
-	var e entry
+	var e entry.Decoded
 	for _, c := range calls {
-		r, names, err := decodeRequests2(c.chunk, uint64(c.n))
+		r, names, err := entry.DecodeRequests(c.chunk, uint64(c.n), nil)
 		if err != nil {
 			fail(calls, ErrUnknownOutcome)
 			return
 		}
-		if names != nil && e.names == nil {
-			e.names = make([][]byte, len(e.reqs), reqs)
+		if names != nil && e.Names == nil {
+			e.Names = make([][]byte, len(e.Reqs), reqs)
 		}
-		if e.names != nil {
+		if e.Names != nil {
 			if names == nil {
 				names = make([][]byte, len(r))
 			}
-			e.names = append(e.names, names...)
+			e.Names = append(e.Names, names...)
 		}
-		e.reqs = append(e.reqs, r...)
+		e.Reqs = append(e.Reqs, r...)
 	}
-	res, err := n.fsm.applyBatch2(time.Now().UnixNano(), &e)
+	res, err := n.fsm.applyBatch(time.Now().UnixNano(), &e)
 	if err != nil {
 		fail(calls, ErrUnknownOutcome)
 		return

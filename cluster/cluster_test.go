@@ -461,12 +461,12 @@ func TestForwardRejectsMalformedBatch(t *testing.T) {
 		append(append([]byte{1}, good...), 0), // trailing byte
 		append([]byte{1}, good[:len(good)-1]...),
 	} {
-		r, err := p.call(ctx, msgBatch, payload)
+		r, err := p.call(ctx, msgBatchV1, payload)
 		if err != nil || r.status != statusBadRequest {
 			t.Fatalf("payload %x: status %d, %v", payload, r.status, err)
 		}
 	}
-	r, err := p.call(ctx, msgBatch, append([]byte{1}, good...))
+	r, err := p.call(ctx, msgBatchV1, append([]byte{1}, good...))
 	if err != nil || r.status != statusOK {
 		t.Fatalf("good batch: status %d, %v", r.status, err)
 	}

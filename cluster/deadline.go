@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/rlserver/rlserver/cluster/internal/codec"
 )
 
 // Forward deadlines. A follower answers UNKNOWN when its client's wait
@@ -13,7 +15,7 @@ import (
 // of that request could sit in a socket (a cut link, TCP retransmission)
 // and be appended seconds later. So every forwarded request that leads to
 // a log append carries its follower's clock at sending and the time left
-// until its callers stop waiting (ttl): batches as msgBatch3, every other
+// until its callers stop waiting (ttl): batches as msgBatch, every other
 // kind (FLUSHALL, DBSIZE, policy changes, join, remove) wrapped in
 // msgDeadline. The leader refuses the request, certainly without
 // appending it, unless it hands it to Raft (raft.Apply, or for join and
@@ -36,11 +38,11 @@ import (
 // msgHello, the only forwarded message that appends nothing, carries no
 // deadline.
 const (
-	msgBatch3   byte = 10 // body: varint sent (unix ns), uvarint ttl (ns), then a msgBatch2 body; reply: results
+	msgBatch    byte = 10 // body: varint sent (unix ns), uvarint ttl (ns), then a msgBatchNoDeadline body; reply: results
 	msgDeadline byte = 11 // body: varint sent (unix ns), uvarint ttl (ns), byte inner type, inner body; reply: the inner message's
 	msgRemoved  byte = 12 // forward.go, removed.go
 
-	statusLate byte = 6 // msgBatch3 or msgDeadline past its deadline: certainly not appended
+	statusLate byte = 6 // msgBatch or msgDeadline past its deadline: certainly not appended
 )
 
 // forwardClockSkew is how far apart node clocks may be before a late batch
@@ -56,7 +58,7 @@ const maxForwardTTL = time.Hour
 // refused (not appended). It wraps errNotLeader, so it is retryable.
 var errLate = fmt.Errorf("forwarded request past its deadline: %w", errNotLeader)
 
-// appendBatchDeadline starts a msgBatch3 or msgDeadline body.
+// appendBatchDeadline starts a msgBatch or msgDeadline body.
 func appendBatchDeadline(dst []byte, sent time.Time, ttl time.Duration) []byte {
 	dst = binary.AppendVarint(dst, sent.UnixNano())
 	return binary.AppendUvarint(dst, uint64(ttl))
@@ -96,23 +98,23 @@ func (n *Node) checkDeadline(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// handleDeadline serves a msgBatch3 or msgDeadline on the leader: the
+// handleDeadline serves a msgBatch or msgDeadline on the leader: the
 // inner message (typ, payload), sent at sent with ttl, unless it is
 // already late; its handler checks the deadline again before Raft.
 func (n *Node) handleDeadline(ctx context.Context, payload []byte, inner bool) (byte, []byte) {
 	recv := time.Now()
-	d := decoder{b: payload}
-	sent := d.varint()
-	ttl := d.uvarint()
-	typ := msgBatch2
+	d := codec.Reader{B: payload}
+	sent := d.Varint()
+	ttl := d.Uvarint()
+	typ := msgBatchNoDeadline
 	if inner {
-		typ = d.byte()
+		typ = d.Byte()
 	}
-	if d.err != nil || ttl > uint64(maxForwardTTL) {
+	if d.Err != nil || ttl > uint64(maxForwardTTL) {
 		return statusBadRequest, nil
 	}
 	switch typ {
-	case msgBatch2, msgFlush, msgLen, msgJoin, msgRemove, msgPolicy, msgMeta, msgSlots:
+	case msgBatchNoDeadline, msgFlush, msgLen, msgJoin, msgRemove, msgPolicy, msgMeta, msgSlots:
 	default:
 		return statusBadRequest, nil
 	}
@@ -120,7 +122,7 @@ func (n *Node) handleDeadline(ctx context.Context, payload []byte, inner bool) (
 	if err := n.checkDeadline(ctx, recv); err != nil {
 		return statusLate, nil
 	}
-	return n.handleForwardMsg(ctx, typ, d.b)
+	return n.handleForwardMsg(ctx, typ, d.B)
 }
 
 // refuseLate counts and logs a forwarded request refused for its deadline.
@@ -152,10 +154,10 @@ func (n *Node) dropLate(calls []*call, reqs, size int, now time.Time) ([]*call, 
 	return kept, reqs, size
 }
 
-// forwardBatch sends a batch to the leader as msgBatch3 (body[hdr:] is the
-// msgBatch2 body) and returns the reply body. A leader of an older build
-// answers statusBadRequest to msgBatch3 (not appended); the connection then
-// sends msgBatch2, without a deadline, from then on.
+// forwardBatch sends a batch to the leader as msgBatch (body[hdr:] is the
+// msgBatchNoDeadline body) and returns the reply body. A leader of an older build
+// answers statusBadRequest to msgBatch (not appended); the connection then
+// sends msgBatchNoDeadline, without a deadline, from then on.
 func (n *Node) forwardBatch(ctx context.Context, body []byte, hdr int) ([]byte, error) {
 	p, err := n.leaderConn()
 	if err != nil {
@@ -165,7 +167,7 @@ func (n *Node) forwardBatch(ctx context.Context, body []byte, hdr int) ([]byte, 
 }
 
 func (n *Node) callBatch(ctx context.Context, p *peerConn, body []byte, hdr int) ([]byte, error) {
-	return n.callOrOlder(ctx, p, &p.noDeadline, msgBatch3, body, msgBatch2, body[hdr:])
+	return n.callOrOlder(ctx, p, &p.noDeadline, msgBatch, body, msgBatchNoDeadline, body[hdr:])
 }
 
 // callDeadline sends a message other than a batch (typ, payload) wrapped

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/rlserver/rlserver/cluster/entry"
+	"github.com/rlserver/rlserver/cluster/internal/codec"
 	"github.com/rlserver/rlserver/engine"
 )
 
@@ -216,7 +218,7 @@ func TestLateForwardIsNeverApplied(t *testing.T) {
 	c.converged()
 }
 
-// TestForwardDeadlineOnTheLeader feeds the leader msgBatch3 frames
+// TestForwardDeadlineOnTheLeader feeds the leader msgBatch frames
 // directly: one sent longer ago than its ttl (plus the clock allowance) is
 // refused with statusLate and appends nothing; a timely one is applied.
 // Then a forwarded call that reaches the leader's dispatch after its
@@ -238,11 +240,11 @@ func TestForwardDeadlineOnTheLeader(t *testing.T) {
 	batch := func(sent time.Time, ttl time.Duration, key string) []byte {
 		b := appendBatchDeadline(nil, sent, ttl)
 		b = append(b, 1)
-		return appendRequests2(b, []engine.Request{allow(t, key, 1, 0.001, 1)}, nil)
+		return entry.AppendRequests(b, []engine.Request{allow(t, key, 1, 0.001, 1)}, nil)
 	}
 
 	before := l.n.raft.LastIndex()
-	r, err := p.call(ctx, msgBatch3, batch(time.Now().Add(-10*time.Second), time.Second, "old"))
+	r, err := p.call(ctx, msgBatch, batch(time.Now().Add(-10*time.Second), time.Second, "old"))
 	if err != nil || r.status != statusLate {
 		t.Fatalf("batch sent 10s ago with a 1s ttl: status %d, %v; want statusLate", r.status, err)
 	}
@@ -256,7 +258,7 @@ func TestForwardDeadlineOnTheLeader(t *testing.T) {
 		t.Fatalf("late batch applied: remaining %d", got)
 	}
 
-	r, err = p.call(ctx, msgBatch3, batch(time.Now(), 2*time.Second, "fresh"))
+	r, err = p.call(ctx, msgBatch, batch(time.Now(), 2*time.Second, "fresh"))
 	if err != nil || r.status != statusOK {
 		t.Fatalf("timely batch: status %d, %v", r.status, err)
 	}
@@ -268,7 +270,7 @@ func TestForwardDeadlineOnTheLeader(t *testing.T) {
 	// already past its deadline when the batcher takes it.
 	mk := func(key string, deadline time.Time) *call {
 		req := allow(t, key, 1, 0.001, 1)
-		chunk := appendRequests2(nil, []engine.Request{req}, nil)
+		chunk := entry.AppendRequests(nil, []engine.Request{req}, nil)
 		return &call{chunk: chunk, n: 1, localOnly: true, deadline: deadline, done: make(chan callResult, 1)}
 	}
 	late := mk("queued-late", time.Now().Add(-time.Millisecond))
@@ -294,12 +296,12 @@ func TestForwardDeadlineOnTheLeader(t *testing.T) {
 }
 
 // TestForwardDeadlineFallsBackForOlderLeader: a leader of an older build
-// answers msgBatch3 with statusBadRequest (it appended nothing); the
-// follower then sends the same batch as msgBatch2, and keeps doing so on
+// answers msgBatch with statusBadRequest (it appended nothing); the
+// follower then sends the same batch as msgBatchNoDeadline, and keeps doing so on
 // that connection.
 func TestForwardDeadlineFallsBackForOlderLeader(t *testing.T) {
 	p, sent := fakeLeader(t, func(typ byte) (byte, []byte) {
-		if typ == msgBatch2 {
+		if typ == msgBatchNoDeadline {
 			return statusOK, appendResults(nil, []engine.Result{{Allowed: true, Limit: 1}})
 		}
 		return statusBadRequest, nil
@@ -307,7 +309,7 @@ func TestForwardDeadlineFallsBackForOlderLeader(t *testing.T) {
 	n := &Node{log: testConfigLogger()}
 	body := appendBatchDeadline(nil, time.Now(), time.Second)
 	hdr := len(body)
-	body = appendRequests2(append(body, 1), []engine.Request{allow(t, "k", 1, 1, 1)}, nil)
+	body = entry.AppendRequests(append(body, 1), []engine.Request{allow(t, "k", 1, 1, 1)}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for range 2 {
@@ -320,11 +322,11 @@ func TestForwardDeadlineFallsBackForOlderLeader(t *testing.T) {
 		}
 	}
 	seen, payloads := sent()
-	if string(seen) != string([]byte{msgBatch3, msgBatch2, msgBatch2}) {
-		t.Fatalf("message types sent: %v, want [msgBatch3 msgBatch2 msgBatch2]", seen)
+	if string(seen) != string([]byte{msgBatch, msgBatchNoDeadline, msgBatchNoDeadline}) {
+		t.Fatalf("message types sent: %v, want [msgBatch msgBatchNoDeadline msgBatchNoDeadline]", seen)
 	}
 	if string(payloads[1]) != string(body[hdr:]) {
-		t.Fatalf("fallback payload %x, want the msgBatch2 body %x", payloads[1], body[hdr:])
+		t.Fatalf("fallback payload %x, want the msgBatchNoDeadline body %x", payloads[1], body[hdr:])
 	}
 }
 
@@ -390,7 +392,7 @@ func TestForwardDeadlineEveryKind(t *testing.T) {
 	}
 	defer p.close()
 	words := func(line string) [][]string { return [][]string{mustPolicy(t, line).Words()} }
-	batch := appendRequests2([]byte{1}, []engine.Request{allow(t, "b", 1, 0.001, 1)}, nil)
+	batch := entry.AppendRequests([]byte{1}, []engine.Request{allow(t, "b", 1, 0.001, 1)}, nil)
 	kinds := []struct {
 		name string
 		typ  byte
@@ -398,12 +400,12 @@ func TestForwardDeadlineEveryKind(t *testing.T) {
 	}{
 		{"FLUSHALL", msgFlush, nil},
 		{"DBSIZE", msgLen, nil},
-		{"RL.POLICY SET", msgPolicy, appendPolicyBody(cmdPolicySet, words("new FIXED 5 1000"))},
-		{"RL.POLICY DEL", msgPolicy, appendPolicyBody(cmdPolicyDel, [][]string{{"keep"}})},
-		{"RL.POLICY LOAD", msgPolicy, appendPolicyBody(cmdPolicyReplace, words("other FIXED 7 1000"))},
-		{"join", msgJoin, appendString(appendString(nil, "n9"), "127.0.0.1:1")},
-		{"remove", msgRemove, appendString(nil, f.id)},
-		{"batch", msgBatch2, batch},
+		{"RL.POLICY SET", msgPolicy, entry.AppendPolicy(entry.PolicySet, words("new FIXED 5 1000"))},
+		{"RL.POLICY DEL", msgPolicy, entry.AppendPolicy(entry.PolicyDel, [][]string{{"keep"}})},
+		{"RL.POLICY LOAD", msgPolicy, entry.AppendPolicy(entry.PolicyReplace, words("other FIXED 7 1000"))},
+		{"join", msgJoin, codec.AppendString(codec.AppendString(nil, "n9"), "127.0.0.1:1")},
+		{"remove", msgRemove, codec.AppendString(nil, f.id)},
+		{"batch", msgBatchNoDeadline, batch},
 	}
 
 	before, state := l.n.raft.LastIndex(), clusterState(t, l)
@@ -427,10 +429,10 @@ func TestForwardDeadlineEveryKind(t *testing.T) {
 	// the leader (here: before the handler runs).
 	past := context.WithValue(ctx, deadlineKey{}, time.Now().Add(-time.Millisecond))
 	for name, err := range map[string]error{
-		"FLUSHALL": func() error { _, err := l.n.applySimple(past, cmdFlush, true); return err }(),
-		"DBSIZE":   func() error { _, err := l.n.applySimple(past, cmdLen, true); return err }(),
+		"FLUSHALL": func() error { _, err := l.n.applySimple(past, entry.Flush, true); return err }(),
+		"DBSIZE":   func() error { _, err := l.n.applySimple(past, entry.Len, true); return err }(),
 		"RL.POLICY DEL": func() error {
-			_, err := l.n.applyPolicy(past, appendPolicyBody(cmdPolicyDel, [][]string{{"keep"}}), true)
+			_, err := l.n.applyPolicy(past, entry.AppendPolicy(entry.PolicyDel, [][]string{{"keep"}}), true)
 			return err
 		}(),
 		"join":   l.n.changeMembership(past, "n9", "127.0.0.1:1", true),
@@ -482,11 +484,11 @@ func TestForwardDeadlineEveryKind(t *testing.T) {
 	if got := members(); !strings.Contains(got, " n9") {
 		t.Fatalf("timely join: %s", got)
 	}
-	timely("remove", msgRemove, appendString(nil, "n9"))
+	timely("remove", msgRemove, codec.AppendString(nil, "n9"))
 	if got := members(); strings.Contains(got, " n9") {
 		t.Fatalf("timely remove: %s", got)
 	}
-	if res, err := decodeResults(timely("batch", msgBatch2, batch)); err != nil || len(res) != 1 || !res[0].Allowed {
+	if res, err := decodeResults(timely("batch", msgBatchNoDeadline, batch)); err != nil || len(res) != 1 || !res[0].Allowed {
 		t.Fatalf("timely batch results: %+v %v", res, err)
 	}
 	c.converged()
@@ -578,7 +580,7 @@ func TestLateForwardOfEveryKindIsNeverApplied(t *testing.T) {
 // TestForwardEnvelopeFallsBackForOlderLeader: a leader of the build
 // before msgDeadline answers it with statusBadRequest (it appended
 // nothing); the follower then sends the bare message, and keeps doing so
-// on that connection, while its batches still go as msgBatch3, which that
+// on that connection, while its batches still go as msgBatch, which that
 // leader knows. The envelope carries the follower's clock and the time
 // its caller has left; with none left nothing is sent.
 func TestForwardEnvelopeFallsBackForOlderLeader(t *testing.T) {
@@ -586,7 +588,7 @@ func TestForwardEnvelopeFallsBackForOlderLeader(t *testing.T) {
 		switch typ {
 		case msgLen:
 			return statusOK, binary.AppendUvarint(nil, 42)
-		case msgBatch3:
+		case msgBatch:
 			return statusOK, appendResults(nil, []engine.Result{{Allowed: true, Limit: 1}})
 		}
 		return statusBadRequest, nil
@@ -606,7 +608,7 @@ func TestForwardEnvelopeFallsBackForOlderLeader(t *testing.T) {
 	}
 	batch := appendBatchDeadline(nil, time.Now(), time.Second)
 	hdr := len(batch)
-	batch = appendRequests2(append(batch, 1), []engine.Request{allow(t, "k", 1, 1, 1)}, nil)
+	batch = entry.AppendRequests(append(batch, 1), []engine.Request{allow(t, "k", 1, 1, 1)}, nil)
 	if _, err := n.callBatch(ctx, p, batch, hdr); err != nil {
 		t.Fatal(err)
 	}
@@ -616,13 +618,13 @@ func TestForwardEnvelopeFallsBackForOlderLeader(t *testing.T) {
 		t.Fatalf("with no time left: %v, want errNotLeader (nothing sent)", err)
 	}
 	seen, payloads := sentTypes()
-	if string(seen) != string([]byte{msgDeadline, msgLen, msgLen, msgBatch3}) {
-		t.Fatalf("message types sent: %v, want [msgDeadline msgLen msgLen msgBatch3]", seen)
+	if string(seen) != string([]byte{msgDeadline, msgLen, msgLen, msgBatch}) {
+		t.Fatalf("message types sent: %v, want [msgDeadline msgLen msgLen msgBatch]", seen)
 	}
-	d := decoder{b: payloads[0]}
-	at, ttl, inner := time.Unix(0, d.varint()), time.Duration(d.uvarint()), d.byte()
-	if d.err != nil || inner != msgLen || len(d.b) != 0 {
-		t.Fatalf("envelope %x: inner type %d, rest %x", payloads[0], inner, d.b)
+	d := codec.Reader{B: payloads[0]}
+	at, ttl, inner := time.Unix(0, d.Varint()), time.Duration(d.Uvarint()), d.Byte()
+	if d.Err != nil || inner != msgLen || len(d.B) != 0 {
+		t.Fatalf("envelope %x: inner type %d, rest %x", payloads[0], inner, d.B)
 	}
 	dl, _ := ctx.Deadline()
 	if at.Before(sent.Add(-time.Second)) || at.After(time.Now()) || at.Add(ttl).Sub(dl).Abs() > 100*time.Millisecond {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/rlserver/rlserver/cluster/entry"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/kv"
 )
@@ -24,7 +25,7 @@ import (
 // (decodeRequests validates forwarded batches before they reach the log;
 // decodeResults reads the leader's replies on a follower):
 //
-//   - no input panics a decoder; a refusal is errCorrupt;
+//   - no input panics a decoder; a refusal is entry.ErrCorrupt;
 //   - an accepted entry re-encodes to an entry that decodes the same;
 //   - every request an accepted entry holds is one the engine's
 //     constructors could have built. decodeRequests is the only check
@@ -53,66 +54,66 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add(batchEntry(1_700_000_000_000_000_000, valid...))
 	f.Add(batchEntry(-1, valid[0]))
 	f.Add(batchEntry(0))
-	f.Add(appendEntryHeader(nil, cmdFlush, 1_700_000_000_000_000_000))
-	f.Add(appendEntryHeader(nil, cmdLen, 42))
-	f.Add([]byte{cmdBatch, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add(entry.AppendHeader(nil, entry.Flush, 1_700_000_000_000_000_000))
+	f.Add(entry.AppendHeader(nil, entry.Len, 42))
+	f.Add([]byte{batchV1, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Add([]byte{})
 	f.Add([]byte{99, 2})
-	f.Add(append([]byte{cmdNoCreate}, batchEntry(5, valid[0])...))
-	f.Add(appendEvict(nil, 5, engine.EvictRange{From: 1, To: 1 << 40, N: 3}))
-	f.Add(appendEvict(nil, 5, engine.EvictRange{From: 1, To: 1 << 40, N: 3, LRU: true}))
+	f.Add(append([]byte{entry.NoCreate}, batchEntry(5, valid[0])...))
+	f.Add(entry.AppendEvict(nil, 5, engine.EvictRange{From: 1, To: 1 << 40, N: 3}))
+	f.Add(entry.AppendEvict(nil, 5, engine.EvictRange{From: 1, To: 1 << 40, N: 3, LRU: true}))
 	for _, seed := range policyFuzzSeeds() { // policy_test.go
 		f.Add(seed)
 	}
 	f.Add(kvFuzzSeed(f)) // data commands and a transaction (kv_entry_test.go)
 	f.Add(appendResults(nil, []engine.Result{{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 1e9, Err: engine.ErrWrongType}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		// The forwarding decoders: no panic, and only errCorrupt.
-		if _, err := decodeResults(data); err != nil && !errors.Is(err, errCorrupt) {
-			t.Fatalf("decodeResults: %v is not errCorrupt", err)
+		// The forwarding decoders: no panic, and only entry.ErrCorrupt.
+		if _, err := decodeResults(data); err != nil && !errors.Is(err, entry.ErrCorrupt) {
+			t.Fatalf("decodeResults: %v is not entry.ErrCorrupt", err)
 		}
 		if count, n := binary.Uvarint(data); n > 0 {
-			if _, err := decodeRequests(data[n:], count); err != nil && !errors.Is(err, errCorrupt) {
-				t.Fatalf("decodeRequests: %v is not errCorrupt", err)
+			if _, err := entry.DecodeV1Requests(data[n:], count); err != nil && !errors.Is(err, entry.ErrCorrupt) {
+				t.Fatalf("decodeRequests: %v is not entry.ErrCorrupt", err)
 			}
 		}
 
-		e, err := decodeEntry(data)
+		e, err := entry.Decode(data)
 		if err != nil {
-			if !errors.Is(err, errCorrupt) {
-				t.Fatalf("decodeEntry: %v is not errCorrupt", err)
+			if !errors.Is(err, entry.ErrCorrupt) {
+				t.Fatalf("decodeEntry: %v is not entry.ErrCorrupt", err)
 			}
 			return
 		}
-		again := appendEntryHeader(nil, e.cmd, e.nowNanos)
-		if e.cmd == cmdBatch {
-			again = binary.AppendUvarint(again, uint64(len(e.reqs)))
-			again = appendRequests(again, e.reqs)
+		again := entry.AppendHeader(nil, e.Type, e.NowNanos)
+		if e.Type == batchV1 {
+			again = binary.AppendUvarint(again, uint64(len(e.Reqs)))
+			again = appendRequests(again, e.Reqs)
 		}
-		if isPolicyEntry(e.cmd) { // cmdBatch2 and the policy entries (policy_test.go)
+		if isPolicyEntry(e.Type) { // entry.Batch and the policy entries (policy_test.go)
 			again = reencodePolicyEntry(again, &e)
 		}
-		if e.cmd == cmdEvict { // maxmemory (memory.go)
-			again = appendEvict(nil, e.nowNanos, e.evict)
+		if e.Type == entry.Evict { // maxmemory (memory.go)
+			again = entry.AppendEvict(nil, e.NowNanos, e.Evict)
 		}
-		if e.cmd == cmdMeta || e.cmd == cmdSlots { // directory.go, slotmove.go
-			again = append(again, e.meta...)
+		if e.Type == entry.Meta || e.Type == entry.Slots { // directory.go, slotmove.go
+			again = append(again, e.Op...)
 		}
-		if e.noCreate {
-			again = append([]byte{cmdNoCreate}, again...)
+		if e.NoCreate {
+			again = append([]byte{entry.NoCreate}, again...)
 		}
-		e2, err := decodeEntry(again)
-		if err != nil || !entryFuzzSame(e, e2) || e.noCreate != e2.noCreate || e.evict != e2.evict || !bytes.Equal(e.meta, e2.meta) {
+		e2, err := entry.Decode(again)
+		if err != nil || !entryFuzzSame(e, e2) || e.NoCreate != e2.NoCreate || e.Evict != e2.Evict || !bytes.Equal(e.Op, e2.Op) {
 			t.Fatalf("entry %+v re-encodes to %x, which decodes to %+v, %v", e, again, e2, err)
 		}
-		for i := range e.reqs {
-			if e.names != nil && e.names[i] != nil {
+		for i := range e.Reqs {
+			if e.Names != nil && e.Names[i] != nil {
 				continue // a policy request: the FSM resolves it with a policy's constructor
 			}
-			if why := entryFuzzUnbuildable(&e.reqs[i]); why != "" {
+			if why := entryFuzzUnbuildable(&e.Reqs[i]); why != "" {
 				t.Fatalf("decodeEntry accepts request %d %+v, which no engine constructor builds (%s): "+
 					"a forwarded batch holding it passes handleForward's check, reaches the log, "+
-					"and the FSM applies it on every replica", i, e.reqs[i], why)
+					"and the FSM applies it on every replica", i, e.Reqs[i], why)
 			}
 		}
 		entryFuzzApply(t, data)
@@ -126,12 +127,12 @@ func entryFuzzMust(r engine.Request, err error) engine.Request {
 	return r
 }
 
-func entryFuzzSame(a, b entry) bool {
-	if a.cmd != b.cmd || a.nowNanos != b.nowNanos || len(a.reqs) != len(b.reqs) {
+func entryFuzzSame(a, b entry.Decoded) bool {
+	if a.Type != b.Type || a.NowNanos != b.NowNanos || len(a.Reqs) != len(b.Reqs) {
 		return false
 	}
-	for i := range a.reqs {
-		x, y := &a.reqs[i], &b.reqs[i]
+	for i := range a.Reqs {
+		x, y := &a.Reqs[i], &b.Reqs[i]
 		if !bytes.Equal(x.Key, y.Key) || x.Op != y.Op || x.ReadOnly != y.ReadOnly ||
 			x.Interval != y.Interval || x.Limit != y.Limit || x.Window != y.Window || x.Cost != y.Cost {
 			return false
@@ -245,14 +246,14 @@ func TestBugForwardedInvalidRequestHaltsReplicas(t *testing.T) {
 		{Op: engine.OpFixed, Key: []byte("k"), Limit: 10, Cost: 1},
 	} {
 		payload := appendRequest([]byte{1}, &r)
-		resp, err := p.call(ctx, msgBatch, payload)
+		resp, err := p.call(ctx, msgBatchV1, payload)
 		if err != nil || resp.status != statusBadRequest {
 			t.Errorf("forwarded %+v: status %d, %v; want statusBadRequest", r, resp.status, err)
 		}
 	}
 	// The leader still serves.
 	good := appendRequest([]byte{1}, ptr(allow(t, "k", 5, 1, 1)))
-	if resp, err := p.call(ctx, msgBatch, good); err != nil || resp.status != statusOK {
+	if resp, err := p.call(ctx, msgBatchV1, good); err != nil || resp.status != statusOK {
 		t.Fatalf("good batch after the bad ones: status %d, %v", resp.status, err)
 	}
 }

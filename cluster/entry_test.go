@@ -11,16 +11,21 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+	"github.com/rlserver/rlserver/cluster/entry"
 	"github.com/rlserver/rlserver/engine"
 )
 
-// appendRequest encodes r in the request encoding of cmdBatch entries
-// (entry.go), which replicas decode but leaders do not write (they write
-// cmdBatch2): the tests build such entries with it.
+// batchV1 is the entry type of a batch in the first request encoding,
+// which replicas read from old logs but nothing writes any more
+// (package entry); the tests build such entries with appendRequest.
+const batchV1 byte = 1
+
+// appendRequest encodes r in the first request encoding (batchV1
+// entries, msgBatchV1 messages).
 func appendRequest(dst []byte, r *engine.Request) []byte {
 	var flags byte
 	if r.ReadOnly {
-		flags |= flagReadOnly
+		flags |= 1
 	}
 	dst = append(dst, byte(r.Op), flags)
 	dst = binary.AppendUvarint(dst, uint64(len(r.Key)))
@@ -126,18 +131,18 @@ func TestRequestEncodingCarriesEveryField(t *testing.T) {
 			r.Tiers = 0
 			reqs = append(reqs, r)
 		}
-		// One all-or-nothing group of them all (cmdBatch2 carries Tiers
-		// and Scaled; cmdBatch, which cannot, is only read).
+		// One all-or-nothing group of them all (entry.Batch carries Tiers
+		// and Scaled; batchV1, which cannot, is only read).
 		reqs[0].Tiers = uint16(len(reqs))
-		buf := appendEntryHeader(nil, cmdBatch2, rng.Int64())
+		buf := entry.AppendHeader(nil, entry.Batch, rng.Int64())
 		buf = appendUvarintCount(buf, len(reqs))
-		buf = appendRequests2(buf, reqs, nil)
-		e, err := decodeEntry(buf)
+		buf = entry.AppendRequests(buf, reqs, nil)
+		e, err := entry.Decode(buf)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(e.reqs, reqs) {
-			t.Fatalf("round trip:\n got %+v\nwant %+v", e.reqs, reqs)
+		if !reflect.DeepEqual(e.Reqs, reqs) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", e.Reqs, reqs)
 		}
 	}
 }
@@ -187,14 +192,14 @@ func TestResultEncodingCarriesEveryField(t *testing.T) {
 
 func TestDecodeEntryRejectsCorrupt(t *testing.T) {
 	r, _ := engine.TokenBucket([]byte("k"), 10, 1, 1)
-	good := appendEntryHeader(nil, cmdBatch, 5)
+	good := entry.AppendHeader(nil, batchV1, 5)
 	good = appendUvarintCount(good, 1)
 	good = appendRequest(good, &r)
-	if _, err := decodeEntry(good); err != nil {
+	if _, err := entry.Decode(good); err != nil {
 		t.Fatal(err)
 	}
 	for i := range len(good) {
-		if _, err := decodeEntry(good[:i]); err == nil {
+		if _, err := entry.Decode(good[:i]); err == nil {
 			t.Fatalf("truncated to %d bytes: decoded", i)
 		}
 	}
@@ -202,18 +207,18 @@ func TestDecodeEntryRejectsCorrupt(t *testing.T) {
 		"empty":         nil,
 		"unknown type":  append([]byte{99}, good[1:]...),
 		"trailing":      append(bytes.Clone(good), 0),
-		"huge count":    append(appendEntryHeader(nil, cmdBatch, 5), 0xff, 0xff, 0xff, 0xff, 0x0f),
-		"flush payload": append(appendEntryHeader(nil, cmdFlush, 5), 1),
+		"huge count":    append(entry.AppendHeader(nil, batchV1, 5), 0xff, 0xff, 0xff, 0xff, 0x0f),
+		"flush payload": append(entry.AppendHeader(nil, entry.Flush, 5), 1),
 	}
 	for name, b := range cases {
-		if _, err := decodeEntry(b); err == nil {
+		if _, err := entry.Decode(b); err == nil {
 			t.Errorf("%s: decoded", name)
 		}
 	}
 }
 
 func batchEntry(now int64, reqs ...engine.Request) []byte {
-	b := appendEntryHeader(nil, cmdBatch, now)
+	b := entry.AppendHeader(nil, batchV1, now)
 	b = appendUvarintCount(b, len(reqs))
 	return appendRequests(b, reqs)
 }
@@ -264,11 +269,11 @@ func TestFSMApplyHandBuiltEntries(t *testing.T) {
 	if f.applied.Load() != 5 {
 		t.Fatalf("applied = %d", f.applied.Load())
 	}
-	if n := apply(6, appendEntryHeader(nil, cmdLen, t0+1e9)).(*lenResult).n; n != 1 {
+	if n := apply(6, entry.AppendHeader(nil, entry.Len, t0+1e9)).(*lenResult).n; n != 1 {
 		t.Fatalf("len = %d", n)
 	}
-	apply(7, appendEntryHeader(nil, cmdFlush, t0+1e9))
-	if n := apply(8, appendEntryHeader(nil, cmdLen, t0+1e9)).(*lenResult).n; n != 0 {
+	apply(7, entry.AppendHeader(nil, entry.Flush, t0+1e9))
+	if n := apply(8, entry.AppendHeader(nil, entry.Len, t0+1e9)).(*lenResult).n; n != 0 {
 		t.Fatalf("len after flush = %d", n)
 	}
 }
@@ -283,7 +288,7 @@ func TestFSMPanicsOnUndecodableEntry(t *testing.T) {
 			t.Fatalf("recover() = %v", p)
 		}
 	}()
-	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: []byte{cmdBatch, 0, 5}})
+	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: []byte{batchV1, 0, 5}})
 }
 
 type bufSink struct {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/rlserver/rlserver/cluster/entry"
+	"github.com/rlserver/rlserver/cluster/internal/codec"
 )
 
 // Forwarding: a follower sends the batches its clients give it to the leader
@@ -23,16 +25,34 @@ import (
 //
 // Message types are append-only.
 const (
-	msgHello  byte = 1 // body: node id, RESP address; reply: the same of the server, then known peers
-	msgBatch  byte = 2 // body: uvarint count, requests; reply: results
-	msgFlush  byte = 3 // body: empty; reply: empty
-	msgLen    byte = 4 // body: empty; reply: uvarint n
-	msgJoin   byte = 5 // body: node id, raft address; reply: empty
-	msgRemove byte = 6 // body: node id; reply: empty
-	msgReply  byte = 7 // payload: status, body
+	msgHello byte = 1 // body: node id, RESP address; reply: the same of the server, then known peers
+	// msgBatchV1, from followers of older builds: body: uvarint count,
+	// requests in the first encoding (entry.DecodeV1Requests); reply:
+	// results. The leader re-encodes it; nothing sends it any more.
+	msgBatchV1 byte = 2
+	msgFlush   byte = 3 // body: empty; reply: empty
+	msgLen     byte = 4 // body: empty; reply: uvarint n
+	msgJoin    byte = 5 // body: node id, raft address; reply: empty
+	msgRemove  byte = 6 // body: node id; reply: empty
+	msgReply   byte = 7 // payload: status, body
+	// msgBatchNoDeadline: body: uvarint count, requests
+	// (entry.AppendRequests); reply: results (results.go). A batch
+	// without a deadline: sent to leaders that do not know msgBatch
+	// (deadline.go), and the inner message of msgBatch.
+	msgBatchNoDeadline byte = 8
+	// msgPolicy: body: a policy entry without its time
+	// (entry.AppendPolicy); reply: a policyResult code (policy.go).
+	msgPolicy byte = 9
+	// msgBatch (10) and msgDeadline (11): a batch, and any other message
+	// that appends, with its deadline (deadline.go).
 	// msgRemoved (12), from the leader to a node it removed: body: the
 	// node's id; reply: empty (removed.go).
-	// msgBatch2, msgPolicy: policy.go; msgBatch3, msgDeadline: deadline.go.
+	// msgMeta: body: a directory op (ownership.InitOp, ...); reply: a
+	// state op's (stateop.go).
+	msgMeta byte = 13
+	// msgSlots: body: a move step (ownership.ImportStep, ...); reply: a
+	// state op's (stateop.go).
+	msgSlots byte = 14
 )
 
 // Reply statuses. Append-only.
@@ -51,11 +71,6 @@ func appendFrame(dst []byte, typ byte, id uint64, payload []byte) []byte {
 	dst = append(dst, typ)
 	dst = binary.BigEndian.AppendUint64(dst, id)
 	return append(dst, payload...)
-}
-
-func appendString(dst []byte, s string) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(s)))
-	return append(dst, s...)
 }
 
 // reply is a decoded reply frame.
@@ -80,7 +95,7 @@ type peerConn struct {
 	dead    bool
 	closed  chan struct{}
 
-	noDeadline atomic.Bool // the peer does not know msgBatch3 (deadline.go)
+	noDeadline atomic.Bool // the peer does not know msgBatch (deadline.go)
 	noEnvelope atomic.Bool // the peer does not know msgDeadline (deadline.go)
 }
 
@@ -266,67 +281,94 @@ func (n *Node) handleForward(typ byte, payload []byte) (byte, []byte) {
 }
 
 // handleForwardMsg answers one forwarded message. ctx carries the
-// leader's deadline when the message came in msgBatch3 or msgDeadline
+// leader's deadline when the message came in msgBatch or msgDeadline
 // (deadline.go).
 func (n *Node) handleForwardMsg(ctx context.Context, typ byte, payload []byte) (byte, []byte) {
-	d := decoder{b: payload}
+	d := codec.Reader{B: payload}
 	switch typ {
 	case msgHello:
-		id, resp := string(d.bytes()), string(d.bytes())
-		if d.err != nil {
+		id, resp := string(d.Bytes()), string(d.Bytes())
+		if d.Err != nil {
 			return statusBadRequest, nil
 		}
 		n.learnRESP(id, resp)
 		return statusOK, n.helloBody()
 	case msgFlush:
-		_, err := n.applySimple(ctx, cmdFlush, true)
+		_, err := n.applySimple(ctx, entry.Flush, true)
 		return statusOf(err), nil
 	case msgLen:
-		v, err := n.applySimple(ctx, cmdLen, true)
+		v, err := n.applySimple(ctx, entry.Len, true)
 		if err != nil {
 			return statusOf(err), nil
 		}
 		return statusOK, binary.AppendUvarint(nil, uint64(v))
 	case msgJoin:
-		id, addr := string(d.bytes()), string(d.bytes())
-		if d.err != nil {
+		id, addr := string(d.Bytes()), string(d.Bytes())
+		if d.Err != nil {
 			return statusBadRequest, nil
 		}
 		return statusOf(n.changeMembership(ctx, id, addr, true)), nil
 	case msgRemove:
-		id := string(d.bytes())
-		if d.err != nil {
+		id := string(d.Bytes())
+		if d.Err != nil {
 			return statusBadRequest, nil
 		}
 		return statusOf(n.changeMembership(ctx, id, "", true)), nil
-	case msgBatch3, msgDeadline:
+	case msgBatch, msgDeadline:
 		return n.handleDeadline(ctx, payload, typ == msgDeadline)
 	case msgMeta:
 		return metaOps.handle(ctx, n, payload) // directory.go, stateop.go
 	case msgSlots:
 		return slotsOps.handle(ctx, n, payload) // slotmove.go, stateop.go
 	case msgRemoved:
-		id := string(d.bytes())
-		if d.err != nil {
+		id := string(d.Bytes())
+		if d.Err != nil {
 			return statusBadRequest, nil
 		}
 		return n.handleRemoved(id), nil
-	}
-	// Batches (msgBatch, msgBatch2) and policy changes: policy.go.
-	if status, body, ok := n.handleForward2(ctx, typ, payload); ok {
-		return status, body
+	case msgBatchV1:
+		// A follower of an older build: re-encode its batch.
+		count := d.Uvarint()
+		if d.Err != nil {
+			return statusBadRequest, nil
+		}
+		reqs, err := entry.DecodeV1Requests(d.B, count)
+		if err != nil {
+			return statusBadRequest, nil
+		}
+		return n.serveBatch(ctx, entry.AppendRequests(nil, reqs, nil), int(count))
+	case msgBatchNoDeadline:
+		count := d.Uvarint()
+		if d.Err != nil {
+			return statusBadRequest, nil
+		}
+		// Validate before it can reach the log: an entry that does not
+		// decode would halt every replica.
+		if !validBatch(d.B, count) {
+			return statusBadRequest, nil
+		}
+		return n.serveBatch(ctx, d.B, int(count)) // batch.go
+	case msgPolicy:
+		if _, _, err := entry.DecodePolicy(payload); err != nil {
+			return statusBadRequest, nil
+		}
+		code, err := n.applyPolicy(ctx, payload, true) // policy.go
+		if err != nil {
+			return statusOf(err), nil
+		}
+		return statusOK, []byte{code}
 	}
 	return statusBadRequest, nil
 }
 
 func (n *Node) helloBody() []byte {
-	b := appendString(nil, n.cfg.NodeID)
-	b = appendString(b, n.cfg.RESPAddr)
+	b := codec.AppendString(nil, n.cfg.NodeID)
+	b = codec.AppendString(b, n.cfg.RESPAddr)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for id, addr := range n.resp {
-		b = appendString(b, id)
-		b = appendString(b, addr)
+		b = codec.AppendString(b, id)
+		b = codec.AppendString(b, addr)
 	}
 	return b
 }
@@ -365,16 +407,16 @@ func (n *Node) leaderConn() (*peerConn, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.dialTimeout())
 	defer cancel()
-	hello := appendString(appendString(nil, n.cfg.NodeID), n.cfg.RESPAddr)
+	hello := codec.AppendString(codec.AppendString(nil, n.cfg.NodeID), n.cfg.RESPAddr)
 	r, err := p.call(ctx, msgHello, hello)
 	if err != nil || r.status != statusOK {
 		p.close()
 		return nil, errNotLeader
 	}
-	d := decoder{b: r.body}
-	for len(d.b) > 0 && d.err == nil {
-		pid, paddr := string(d.bytes()), string(d.bytes())
-		if d.err == nil {
+	d := codec.Reader{B: r.body}
+	for len(d.B) > 0 && d.Err == nil {
+		pid, paddr := string(d.Bytes()), string(d.Bytes())
+		if d.Err == nil {
 			n.learnRESP(pid, paddr)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
+	"github.com/rlserver/rlserver/cluster/entry"
+	"github.com/rlserver/rlserver/cluster/ownership"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/policy"
 )
@@ -33,14 +35,14 @@ type fsm struct {
 
 	// The slot directory (directory.go; the meta group's only state):
 	// replaced whole by each change, which closes dirCh.
-	dir   atomic.Pointer[Directory]
+	dir   atomic.Pointer[ownership.Directory]
 	dirMu sync.Mutex
 	dirCh chan struct{}
 
 	// Slot moves (slotmove.go; data groups only), under mu.
-	slots slotTable
-	// movedIn: the slots in state slotOwned, read without mu (slotmove.go).
-	movedIn atomic.Pointer[movedIn]
+	slots ownership.Table
+	// movedIn: the slots in state Owned, read without mu (slotmove.go).
+	movedIn atomic.Pointer[ownership.MovedIn]
 
 	// reqBuf is the array the requests of the entry being applied are
 	// decoded into, reused from entry to entry (under mu).
@@ -58,12 +60,12 @@ type fsm struct {
 }
 
 func newFSM(eng *engine.Engine) *fsm {
-	f := &fsm{eng: eng, policies: policy.NewStore(), dirCh: make(chan struct{}), slots: newSlotTable()}
-	f.dir.Store(emptyDirectory())
+	f := &fsm{eng: eng, policies: policy.NewStore(), dirCh: make(chan struct{}), slots: ownership.NewTable()}
+	f.dir.Store(ownership.EmptyDirectory())
 	return f
 }
 
-func (f *fsm) directory() *Directory { return f.dir.Load() }
+func (f *fsm) directory() *ownership.Directory { return f.dir.Load() }
 
 // scatter copies the results of the requests a batch kept (sub, at
 // positions idx of res) into res; unfiltered, sub is the whole batch's.
@@ -84,7 +86,7 @@ func (f *fsm) dirChanged() <-chan struct{} {
 }
 
 // setDirectory publishes d (a no-op when it is the current one).
-func (f *fsm) setDirectory(d *Directory) {
+func (f *fsm) setDirectory(d *ownership.Directory) {
 	if f.dir.Swap(d) == d {
 		return
 	}
@@ -94,13 +96,13 @@ func (f *fsm) setDirectory(d *Directory) {
 	f.dirMu.Unlock()
 }
 
-// batchResult is what Apply returns for a cmdBatch entry: one result per
+// batchResult is what Apply returns for a batch entry: one result per
 // request, in entry order. Readers share it and must not modify it.
 type batchResult struct {
 	res []engine.Result
 }
 
-// lenResult is what Apply returns for a cmdLen entry.
+// lenResult is what Apply returns for a entry.Len entry.
 type lenResult struct {
 	n int
 }
@@ -119,58 +121,34 @@ func (f *fsm) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	e, err := decodeEntryInto(l.Data, f.reqBuf)
+	e, err := entry.DecodeInto(l.Data, f.reqBuf)
 	if err != nil {
 		panic(fmt.Sprintf("cluster: log entry %d (term %d) does not decode: %v", l.Index, l.Term, err))
 	}
-	if cap(e.reqs) > cap(f.reqBuf) {
-		f.reqBuf = e.reqs[:0]
+	if cap(e.Reqs) > cap(f.reqBuf) {
+		f.reqBuf = e.Reqs[:0]
 	}
-	now := max(e.nowNanos, f.now.Load())
+	now := max(e.NowNanos, f.now.Load())
 	f.now.Store(now)
 	ctx := context.Background()
 	f.setNoCreate(&e, l) // memory.go: batches carry the no-create mode
-	switch e.cmd {
-	case cmdEvict:
+	switch e.Type {
+	case entry.Evict:
 		return f.applyEvict(now, &e, l) // memory.go
-	case cmdBatch:
-		res := make([]engine.Result, len(e.reqs))
-		reqs := e.reqs
-		keep, _, idx, filtered := f.filterOwned(reqs, nil, res) // slotmove.go
-		if filtered {
-			reqs = keep
-		}
-		sub := make([]engine.Result, len(reqs))
-		if err := f.eng.Do(ctx, now, reqs, sub); err != nil {
-			panic(fmt.Sprintf("cluster: applying log entry %d: %v", l.Index, err))
-		}
-		scatter(res, sub, idx, filtered)
-		return &batchResult{res: res}
-	case cmdFlush:
-		if err := f.eng.Flush(ctx); err != nil {
-			panic(fmt.Sprintf("cluster: applying log entry %d: %v", l.Index, err))
-		}
-		return nil
-	case cmdLen:
-		n, err := f.eng.Len(ctx, now)
-		if err != nil {
-			panic(fmt.Sprintf("cluster: applying log entry %d: %v", l.Index, err))
-		}
-		return &lenResult{n: n}
-	case cmdBatch2:
+	case entry.Batch:
 		var res []engine.Result
 		var idx []int
 		filtered := false
-		if len(f.slots.state) > 0 { // slots moving in or out (slotmove.go)
-			res = make([]engine.Result, len(e.reqs))
+		if f.slots.Moving() { // slots moving in or out (slotmove.go)
+			res = make([]engine.Result, len(e.Reqs))
 			var keep []engine.Request
 			var keepNames [][]byte
-			keep, keepNames, idx, filtered = f.filterOwned(e.reqs, e.names, res) // slotmove.go
+			keep, keepNames, idx, filtered = f.slots.FilterOwned(e.Reqs, e.Names, res)
 			if filtered {
-				e.reqs, e.names = keep, keepNames
+				e.Reqs, e.Names = keep, keepNames
 			}
 		}
-		sub, err := f.applyBatch2(now, &e)
+		sub, err := f.applyBatch(now, &e)
 		if err != nil {
 			panic(fmt.Sprintf("cluster: applying log entry %d: %v", l.Index, err))
 		}
@@ -183,12 +161,44 @@ func (f *fsm) Apply(l *raft.Log) any {
 		}
 		scatter(res, sub, idx, filtered)
 		return &batchResult{res: res}
-	case cmdPolicySet, cmdPolicyDel, cmdPolicyReplace:
-		return f.applyPolicyEntry(&e)
-	case cmdMeta:
-		return f.applyMetaEntry(now, e.meta, l.Index) // directory.go
-	case cmdSlots:
-		return f.applySlots(now, e.meta, l.Index) // slotmove.go
+	case entry.Flush:
+		if err := f.eng.Flush(ctx); err != nil {
+			panic(fmt.Sprintf("cluster: applying log entry %d: %v", l.Index, err))
+		}
+		return nil
+	case entry.Len:
+		n, err := f.eng.Len(ctx, now)
+		if err != nil {
+			panic(fmt.Sprintf("cluster: applying log entry %d: %v", l.Index, err))
+		}
+		return &lenResult{n: n}
+	case entry.PolicySet, entry.PolicyDel, entry.PolicyReplace:
+		return f.applyPolicyEntry(&e) // policy.go
+	case entry.Meta:
+		return f.applyMetaEntry(now, e.Op, l.Index) // directory.go
+	case entry.Slots:
+		return f.applySlots(now, e.Op, l.Index) // slotmove.go
 	}
-	panic(fmt.Sprintf("cluster: log entry %d has unknown command type %d", l.Index, e.cmd))
+	panic(fmt.Sprintf("cluster: log entry %d has unknown entry type %d", l.Index, e.Type))
+}
+
+// applyBatch applies a batch entry at now, resolving the policies its
+// requests name (policy.go).
+func (f *fsm) applyBatch(now int64, e *entry.Decoded) ([]engine.Result, error) {
+	res := resultPool.get(len(e.Reqs)) // pool.go; the leader puts it back (batch.go)
+	if f.policies.ResolveInPlace(e.Reqs, e.Names) {
+		return res, f.eng.Do(context.Background(), now, e.Reqs, res)
+	}
+	out, idx := f.policies.ResolveBatch(e.Reqs, e.Names, res)
+	if idx == nil {
+		return res, f.eng.Do(context.Background(), now, out, res)
+	}
+	tmp := make([]engine.Result, len(out))
+	if err := f.eng.Do(context.Background(), now, out, tmp); err != nil {
+		return nil, err
+	}
+	for k, i := range idx {
+		res[i] = tmp[k]
+	}
+	return res, nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/rlserver/rlserver/cluster/entry"
 	"github.com/rlserver/rlserver/engine"
 )
 
@@ -21,9 +22,9 @@ func TestFSMKeepsResultsOnlyWhenAwaited(t *testing.T) {
 	f.awaited = func(data []byte) bool { return len(data) > 0 && len(waiting) > 0 && &data[0] == &waiting[0] }
 	entry := func(key string) []byte {
 		req := engine.Request{Op: engine.OpGCRA, Key: []byte(key), Interval: int64(time.Second), Limit: 2, Cost: 1}
-		buf := appendEntryHeader(nil, cmdBatch2, time.Now().UnixNano())
+		buf := entry.AppendHeader(nil, entry.Batch, time.Now().UnixNano())
 		buf = binary.AppendUvarint(buf, 1)
-		return appendRequest2(buf, &req, nil)
+		return entry.AppendRequest(buf, &req, nil)
 	}
 	a := entry("a")
 	waiting = a

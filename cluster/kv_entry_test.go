@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+	"github.com/rlserver/rlserver/cluster/entry"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/kv"
 )
 
 // Data commands (package kv) in log entries and forwarded batches: an
 // OpCmd request carries the command's kv encoding (appendRequest2), which
-// decodeRequests2 decodes and checks against the request's key and tiers
+// entry.DecodeRequests decodes and checks against the request's key and tiers
 // before the batch can reach the log; forwarded results carry the reply.
 
 // kvCmd parses args (name first) as a kv command, as the server does.
@@ -121,15 +122,15 @@ func sameRequest(t *testing.T, i int, got, want *engine.Request) {
 	}
 }
 
-// TestKVEntryRoundTrip: a cmdBatch2 entry holding data commands, a
+// TestKVEntryRoundTrip: a entry.Batch entry holding data commands, a
 // transaction and limiter requests decodes to the same requests, and the
-// forwarded-batch decoder (decodeRequests2) agrees.
+// forwarded-batch decoder (entry.DecodeRequests) agrees.
 func TestKVEntryRoundTrip(t *testing.T) {
 	reqs := kvBatch(t)
-	chunk := appendRequests2(nil, reqs, nil)
-	got, names, err := decodeRequests2(chunk, uint64(len(reqs)))
+	chunk := entry.AppendRequests(nil, reqs, nil)
+	got, names, err := entry.DecodeRequests(chunk, uint64(len(reqs)), nil)
 	if err != nil {
-		t.Fatalf("decodeRequests2: %v", err)
+		t.Fatalf("entry.DecodeRequests: %v", err)
 	}
 	if names != nil {
 		t.Fatalf("names %q from a batch without policies", names)
@@ -137,23 +138,23 @@ func TestKVEntryRoundTrip(t *testing.T) {
 	for i := range reqs {
 		sameRequest(t, i, &got[i], &reqs[i])
 	}
-	// Through a whole log entry, plain and under cmdNoCreate.
-	entryBytes := appendEntryHeader(nil, cmdBatch2, t0)
+	// Through a whole log entry, plain and under entry.NoCreate.
+	entryBytes := entry.AppendHeader(nil, entry.Batch, t0)
 	entryBytes = binary.AppendUvarint(entryBytes, uint64(len(reqs)))
 	entryBytes = append(entryBytes, chunk...)
-	for _, b := range [][]byte{entryBytes, append([]byte{cmdNoCreate}, entryBytes...)} {
-		e, err := decodeEntry(b)
+	for _, b := range [][]byte{entryBytes, append([]byte{entry.NoCreate}, entryBytes...)} {
+		e, err := entry.Decode(b)
 		if err != nil {
-			t.Fatalf("decodeEntry: %v", err)
+			t.Fatalf("entry.Decode: %v", err)
 		}
-		if e.cmd != cmdBatch2 || e.nowNanos != t0 || len(e.reqs) != len(reqs) {
+		if e.Type != entry.Batch || e.NowNanos != t0 || len(e.Reqs) != len(reqs) {
 			t.Fatalf("decoded entry %+v", e)
 		}
 		for i := range reqs {
-			sameRequest(t, i, &e.reqs[i], &reqs[i])
+			sameRequest(t, i, &e.Reqs[i], &reqs[i])
 		}
 		// Re-encoding the decoded entry gives the same bytes.
-		again := reencodePolicyEntry(appendEntryHeader(nil, e.cmd, e.nowNanos), &e)
+		again := reencodePolicyEntry(entry.AppendHeader(nil, e.Type, e.NowNanos), &e)
 		if !bytes.Equal(again, entryBytes) {
 			t.Fatalf("decoded entry re-encodes to\n%q\nwant\n%q", again, entryBytes)
 		}
@@ -227,12 +228,12 @@ func kvBody(form, flags byte, cmds ...[]string) []byte {
 }
 
 // TestKVEntryRejectsCorrupt: an OpCmd request that no server writes is
-// refused by decodeRequests2 (a forwarded batch holding it never reaches
-// the log) and by decodeEntry.
+// refused by entry.DecodeRequests (a forwarded batch holding it never reaches
+// the log) and by entry.Decode.
 func TestKVEntryRejectsCorrupt(t *testing.T) {
 	mustDecode := func(what string, chunk []byte, count uint64) {
 		t.Helper()
-		if _, _, err := decodeRequests2(chunk, count); err != nil {
+		if _, _, err := entry.DecodeRequests(chunk, count, nil); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
@@ -243,12 +244,12 @@ func TestKVEntryRejectsCorrupt(t *testing.T) {
 
 	// Every strict prefix of a good batch, and of each request in it.
 	reqs := kvBatch(t)
-	chunk := appendRequests2(nil, reqs, nil)
+	chunk := entry.AppendRequests(nil, reqs, nil)
 	for i := range len(chunk) {
 		refused("batch truncated to "+strconv.Itoa(i)+" bytes", chunk[:i], uint64(len(reqs)))
 	}
 	for i := range reqs {
-		one := appendRequest2(nil, &reqs[i], nil)
+		one := entry.AppendRequest(nil, &reqs[i], nil)
 		mustDecode("request "+strconv.Itoa(i), one, 1)
 		for j := range len(one) {
 			refused("request "+strconv.Itoa(i)+" truncated to "+strconv.Itoa(j)+" bytes", one[:j], 1)
@@ -281,7 +282,7 @@ func TestKVEntryRejectsCorrupt(t *testing.T) {
 		"unknown form":            rawCmdRequest("k", 0, 0, kvBody(9, 0, []string{"get", "k"})),
 		"unknown kv flags":        rawCmdRequest("k", 0, 0, kvBody(1, 2, []string{"get", "k"})),
 		"unknown request flags":   rawCmdRequest("k", 0, 8, kvBody(1, 0, []string{"get", "k"})),
-		"policy flag on a cmd":    rawCmdRequest("k", 0, flagPolicy, kvBody(1, 0, []string{"get", "k"})),
+		"policy flag on a cmd":    rawCmdRequest("k", 0, 4 /* the policy flag */, kvBody(1, 0, []string{"get", "k"})),
 		"trailing bytes in cmd":   rawCmdRequest("k", 0, 0, append(kvBody(1, 0, []string{"get", "k"}), 0)),
 		"empty command encoding":  rawCmdRequest("k", 0, 0, nil),
 		"command length too long": append(rawCmdRequest("k", 0, 0, kvBody(1, 0, []string{"get", "k"}))[:5], 0x7f),
@@ -297,8 +298,8 @@ func TestKVEntryRejectsCorrupt(t *testing.T) {
 // holds a command kv does not know (or a known one of the wrong arity,
 // or WATCH's digest read) must be refused like any corrupt request. kv.Decode
 // leaves a nil *Cmd in the transaction and kv.NewTxn dereferences it, so
-// decodeRequests2 panics; on a leader that is handleForward2 decoding a
-// forwarded msgBatch2, where nothing recovers: one message to the cluster
+// entry.DecodeRequests panics; on a leader that is handleForwardMsg decoding a
+// forwarded msgBatchNoDeadline, where nothing recovers: one message to the cluster
 // port ends the leader's process.
 func TestKVBugCorruptTransactionPanicsDecoder(t *testing.T) {
 	for name, b := range map[string][]byte{
@@ -310,7 +311,7 @@ func TestKVBugCorruptTransactionPanicsDecoder(t *testing.T) {
 	}
 }
 
-// refusedKV checks that decodeRequests2 and decodeEntry refuse a batch of
+// refusedKV checks that entry.DecodeRequests and entry.Decode refuse a batch of
 // count requests in the second encoding, without a panic: on a leader the
 // first decodes a forwarded batch, and nothing recovers there.
 func refusedKV(t *testing.T, what string, chunk []byte, count uint64) {
@@ -333,16 +334,16 @@ func refusedKV(t *testing.T, what string, chunk []byte, count uint64) {
 			t.Errorf("%s: %s accepted %+v", what, name, v)
 		}
 	}
-	try("decodeRequests2", func() (any, error) {
-		reqs, _, err := decodeRequests2(chunk, count)
+	try("entry.DecodeRequests", func() (any, error) {
+		reqs, _, err := entry.DecodeRequests(chunk, count, nil)
 		return reqs, err
 	})
-	e := appendEntryHeader(nil, cmdBatch2, t0)
+	e := entry.AppendHeader(nil, entry.Batch, t0)
 	e = binary.AppendUvarint(e, count)
 	e = append(e, chunk...)
-	try("decodeEntry", func() (any, error) {
-		ent, err := decodeEntry(e)
-		return ent.reqs, err
+	try("entry.Decode", func() (any, error) {
+		ent, err := entry.Decode(e)
+		return ent.Reqs, err
 	})
 }
 
@@ -376,10 +377,10 @@ func TestKVResultsRoundTrip(t *testing.T) {
 	}
 }
 
-// kvFuzzSeed is a cmdBatch2 entry with data commands for FuzzDecodeEntry.
+// kvFuzzSeed is a entry.Batch entry with data commands for FuzzDecodeEntry.
 func kvFuzzSeed(t testing.TB) []byte {
 	reqs := kvBatch(t)
-	b := appendEntryHeader(nil, cmdBatch2, t0)
+	b := entry.AppendHeader(nil, entry.Batch, t0)
 	b = binary.AppendUvarint(b, uint64(len(reqs)))
-	return appendRequests2(b, reqs, nil)
+	return entry.AppendRequests(b, reqs, nil)
 }

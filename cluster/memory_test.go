@@ -8,10 +8,11 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+	"github.com/rlserver/rlserver/cluster/entry"
 	"github.com/rlserver/rlserver/engine"
 )
 
-// TestFSMNoCreateAndEvictEntries: a batch wrapped in cmdNoCreate refuses
+// TestFSMNoCreateAndEvictEntries: a batch wrapped in entry.NoCreate refuses
 // new keys and serves existing ones, the next plain batch creates again,
 // and an eviction entry removes the same keys on replicas with other
 // shard counts.
@@ -39,7 +40,7 @@ func TestFSMNoCreateAndEvictEntries(t *testing.T) {
 	}
 	apply(batchEntry(t0, reqs...))
 
-	wrapped := append([]byte{cmdNoCreate}, batchEntry(t0, allow(t, "new", 1000, 1, 1), allow(t, "k007", 1000, 1, 1))...)
+	wrapped := append([]byte{entry.NoCreate}, batchEntry(t0, allow(t, "new", 1000, 1, 1), allow(t, "k007", 1000, 1, 1))...)
 	for i, r := range apply(wrapped) {
 		res := r.(*batchResult).res
 		if !errors.Is(res[0].Err, engine.ErrOOM) || res[1].Err != nil || !res[1].Allowed {
@@ -51,7 +52,7 @@ func TestFSMNoCreateAndEvictEntries(t *testing.T) {
 			t.Fatalf("replica %d: plain batch after a wrapped one %+v", i, res)
 		}
 	}
-	for i, r := range apply(appendEvict(nil, t0, engine.EvictRange{From: 0, To: math.MaxUint64, N: 30})) {
+	for i, r := range apply(entry.AppendEvict(nil, t0, engine.EvictRange{From: 0, To: math.MaxUint64, N: 30})) {
 		if n := r.(*evictResult).n; n != 30 {
 			t.Fatalf("replica %d evicted %d, want 30", i, n)
 		}

@@ -17,15 +17,17 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/rlserver/rlserver/cluster/entry"
+	"github.com/rlserver/rlserver/cluster/internal/codec"
+	"github.com/rlserver/rlserver/cluster/ownership"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/raftlog"
 )
 
-// Peer is one member of a static cluster configuration.
-type Peer struct {
-	ID   string
-	Addr string // Raft address, host:port
-}
+// Peer is one member of a static cluster configuration: a node id and
+// its Raft address (host:port). It is the slot directory's peer type,
+// which records the peers that bootstrap each group.
+type Peer = ownership.Peer
 
 // ParsePeers parses "id=host:port,id=host:port,...".
 func ParsePeers(s string) ([]Peer, error) {
@@ -479,26 +481,26 @@ func (n *Node) Do(ctx context.Context, reqs []engine.Request, res []engine.Resul
 func (n *Node) Len(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.CommitTimeout)
 	defer cancel()
-	return n.applySimple(ctx, cmdLen, false)
+	return n.applySimple(ctx, entry.Len, false)
 }
 
 // Flush removes every key on every replica.
 func (n *Node) Flush(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.CommitTimeout)
 	defer cancel()
-	_, err := n.applySimple(ctx, cmdFlush, false)
+	_, err := n.applySimple(ctx, entry.Flush, false)
 	return err
 }
 
-// applySimple applies a cmdFlush or cmdLen entry on the leader, or forwards
+// applySimple applies a entry.Flush or entry.Len entry on the leader, or forwards
 // it (unless localOnly), retrying while it is certainly not appended.
 func (n *Node) applySimple(ctx context.Context, cmd byte, localOnly bool) (int, error) {
 	typ := msgFlush
-	if cmd == cmdLen {
+	if cmd == entry.Len {
 		typ = msgLen
 	}
 	return applyOp(ctx, n, logOp[int]{
-		entry: func(now time.Time) []byte { return appendEntryHeader(nil, cmd, now.UnixNano()) },
+		entry: func(now time.Time) []byte { return entry.AppendHeader(nil, cmd, now.UnixNano()) },
 		leader: func(resp any) (int, error) {
 			if lr, ok := resp.(*lenResult); ok {
 				return lr.n, nil
@@ -507,7 +509,7 @@ func (n *Node) applySimple(ctx context.Context, cmd byte, localOnly bool) (int, 
 		},
 		msg: typ,
 		forwarded: func(body []byte) (int, error) {
-			if cmd != cmdLen {
+			if cmd != entry.Len {
 				return 0, nil
 			}
 			v, k := binary.Uvarint(body)
@@ -625,9 +627,9 @@ func (n *Node) changeMembership(ctx context.Context, id, addr string, localOnly 
 		if localOnly {
 			return errNotLeader
 		}
-		typ, body := msgRemove, appendString(nil, id)
+		typ, body := msgRemove, codec.AppendString(nil, id)
 		if addr != "" {
-			typ, body = msgJoin, appendString(appendString(nil, id), addr)
+			typ, body = msgJoin, codec.AppendString(codec.AppendString(nil, id), addr)
 		}
 		_, err := n.forward(ctx, typ, body)
 		return err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/rlserver/rlserver/cluster/entry"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/policy"
 )
@@ -24,7 +25,7 @@ func mustPolicy(t *testing.T, line string) *policy.Policy {
 	return p
 }
 
-// checkEntry is a cmdBatch2 entry of one all-or-nothing group: pairs of
+// checkEntry is a entry.Batch entry of one all-or-nothing group: pairs of
 // policy name and key, cost each.
 func checkEntry(now, cost int64, pairs ...string) []byte {
 	var reqs []engine.Request
@@ -34,14 +35,14 @@ func checkEntry(now, cost int64, pairs ...string) []byte {
 		names = append(names, []byte(pairs[i]))
 	}
 	reqs[0].Tiers = uint16(len(reqs))
-	b := appendEntryHeader(nil, cmdBatch2, now)
+	b := entry.AppendHeader(nil, entry.Batch, now)
 	b = binary.AppendUvarint(b, uint64(len(reqs)))
-	return appendRequests2(b, reqs, names)
+	return entry.AppendRequests(b, reqs, names)
 }
 
 func policyEntry(now int64, cmd byte, defs ...[]string) []byte {
-	body := appendPolicyBody(cmd, defs)
-	return append(appendEntryHeader(nil, cmd, now), body[1:]...)
+	body := entry.AppendPolicy(cmd, defs)
+	return append(entry.AppendHeader(nil, cmd, now), body[1:]...)
 }
 
 // TestFSMAppliesPolicies applies hand-built entries: a check resolves the
@@ -57,10 +58,10 @@ func TestFSMAppliesPolicies(t *testing.T) {
 		idx++
 		return f.Apply(&raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: data})
 	}
-	if r := apply(policyEntry(t0, cmdPolicySet, []string{"a", "ALLOW", "2", "0.001"})).(*policyResult); r.code != policyOK {
+	if r := apply(policyEntry(t0, entry.PolicySet, []string{"a", "ALLOW", "2", "0.001"})).(*policyResult); r.code != policyOK {
 		t.Fatalf("set: %d", r.code)
 	}
-	apply(policyEntry(t0, cmdPolicySet, []string{"b", "FIXED", "5", "60000"}))
+	apply(policyEntry(t0, entry.PolicySet, []string{"b", "FIXED", "5", "60000"}))
 	r := apply(checkEntry(t0, 2, "a", "k1", "b", "k2")).(*batchResult)
 	if !r.res[0].Allowed || r.res[0].Limit != 2 || r.res[0].Remaining != 0 || r.res[1].Remaining != 3 {
 		t.Fatalf("first check: %+v", r.res)
@@ -72,16 +73,16 @@ func TestFSMAppliesPolicies(t *testing.T) {
 	}
 	// Raising a's capacity is in force for the next check: the bucket
 	// keeps its 2 tokens in use, so 2 more pass at once and b is charged.
-	apply(policyEntry(t0, cmdPolicySet, []string{"a", "ALLOW", "4", "0.001"}))
+	apply(policyEntry(t0, entry.PolicySet, []string{"a", "ALLOW", "4", "0.001"}))
 	r = apply(checkEntry(t0, 1, "b", "k2", "a", "k1")).(*batchResult)
 	if !r.res[1].Allowed || r.res[1].Limit != 4 || r.res[1].Remaining != 1 || r.res[0].Remaining != 2 {
 		t.Fatalf("after raising a: %+v", r.res)
 	}
 	// Deleting b: the check fails whole, naming b's tier.
-	if r := apply(policyEntry(t0, cmdPolicyDel, []string{"b"})).(*policyResult); r.code != policyExisted {
+	if r := apply(policyEntry(t0, entry.PolicyDel, []string{"b"})).(*policyResult); r.code != policyExisted {
 		t.Fatalf("del: %d", r.code)
 	}
-	if r := apply(policyEntry(t0, cmdPolicyDel, []string{"b"})).(*policyResult); r.code != policyOK {
+	if r := apply(policyEntry(t0, entry.PolicyDel, []string{"b"})).(*policyResult); r.code != policyOK {
 		t.Fatalf("second del: %d", r.code)
 	}
 	r = apply(checkEntry(t0, 1, "a", "k1", "b", "k2")).(*batchResult)
@@ -93,7 +94,7 @@ func TestFSMAppliesPolicies(t *testing.T) {
 		t.Fatalf("check on a missing policy: %+v", r.res)
 	}
 	// Replace makes the set; snapshots carry it.
-	apply(policyEntry(t0, cmdPolicyReplace, []string{"a", "ALLOW", "4", "0.001"}, []string{"c", "LOG", "3", "1000"}))
+	apply(policyEntry(t0, entry.PolicyReplace, []string{"a", "ALLOW", "4", "0.001"}, []string{"c", "LOG", "3", "1000"}))
 	snap, err := f.Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +120,7 @@ func TestFSMAppliesPolicies(t *testing.T) {
 	}
 	// The digest covers the policies.
 	idx++
-	g.Apply(&raft.Log{Index: idx - 1, Term: 1, Type: raft.LogCommand, Data: policyEntry(t0, cmdPolicyDel, []string{"c"})})
+	g.Apply(&raft.Log{Index: idx - 1, Term: 1, Type: raft.LogCommand, Data: policyEntry(t0, entry.PolicyDel, []string{"c"})})
 	if _, d3, _ := g.Digest(ctx); d3 == d1 {
 		t.Fatal("the digest ignores the policies")
 	}
@@ -127,23 +128,23 @@ func TestFSMAppliesPolicies(t *testing.T) {
 
 func TestPolicyEntriesRefuseBadDefinitions(t *testing.T) {
 	for _, data := range [][]byte{
-		policyEntry(t0, cmdPolicySet, []string{"a", "ALLOW", "0", "1"}),
-		policyEntry(t0, cmdPolicySet, []string{"bad:name", "ALLOW", "1", "1"}),
-		policyEntry(t0, cmdPolicyReplace, []string{"a", "FIXED", "1", "1"}, []string{"b", "NOPE"}),
+		policyEntry(t0, entry.PolicySet, []string{"a", "ALLOW", "0", "1"}),
+		policyEntry(t0, entry.PolicySet, []string{"bad:name", "ALLOW", "1", "1"}),
+		policyEntry(t0, entry.PolicyReplace, []string{"a", "FIXED", "1", "1"}, []string{"b", "NOPE"}),
 		checkEntry(t0, 1, "a", "k", "b", "k"),  // duplicate key in a group
 		checkEntry(t0, -1, "a", "k"),           // negative cost
 		checkEntry(t0, 1, "not/valid", "k"),    // invalid policy name
 		append(checkEntry(t0, 1, "a", "k"), 0), // trailing byte
 	} {
-		if _, err := decodeEntry(data); !errors.Is(err, errCorrupt) {
+		if _, err := entry.Decode(data); !errors.Is(err, entry.ErrCorrupt) {
 			t.Errorf("%x: decoded (%v)", data, err)
 		}
 	}
 	// A group whose Tiers overruns the batch.
-	b := appendEntryHeader(nil, cmdBatch2, t0)
+	b := entry.AppendHeader(nil, entry.Batch, t0)
 	b = binary.AppendUvarint(b, 1)
-	b = appendRequest2(b, &engine.Request{Key: []byte("k"), Cost: 1, Tiers: 2}, []byte("a"))
-	if _, err := decodeEntry(b); !errors.Is(err, errCorrupt) {
+	b = entry.AppendRequest(b, &engine.Request{Key: []byte("k"), Cost: 1, Tiers: 2}, []byte("a"))
+	if _, err := entry.Decode(b); !errors.Is(err, entry.ErrCorrupt) {
 		t.Errorf("overrunning group decoded: %v", err)
 	}
 }
@@ -243,21 +244,21 @@ func TestClusterPolicies(t *testing.T) {
 func policyFuzzSeeds() [][]byte {
 	plain, _ := engine.Fixed([]byte("f"), 10, 1000, 1)
 	plain.Tiers = 2
-	b := appendEntryHeader(nil, cmdBatch2, t0)
+	b := entry.AppendHeader(nil, entry.Batch, t0)
 	b = binary.AppendUvarint(b, 3)
-	b = appendRequests2(b, []engine.Request{plain, {Key: []byte("k"), Cost: 2}, {Key: []byte("x"), Cost: 0, Tiers: 1}}, [][]byte{nil, []byte("p"), []byte("q")})
+	b = entry.AppendRequests(b, []engine.Request{plain, {Key: []byte("k"), Cost: 2}, {Key: []byte("x"), Cost: 0, Tiers: 1}}, [][]byte{nil, []byte("p"), []byte("q")})
 	return [][]byte{
 		b,
 		checkEntry(t0, 1, "a", "k1", "b", "k2"),
-		policyEntry(t0, cmdPolicySet, []string{"a", "ALLOW", "2", "0.5"}),
-		policyEntry(t0, cmdPolicyDel, []string{"a"}),
-		policyEntry(t0, cmdPolicyReplace, []string{"a", "SHAPE", "2", "1"}, []string{"b", "THROTTLE", "1", "2", "3"}),
+		policyEntry(t0, entry.PolicySet, []string{"a", "ALLOW", "2", "0.5"}),
+		policyEntry(t0, entry.PolicyDel, []string{"a"}),
+		policyEntry(t0, entry.PolicyReplace, []string{"a", "SHAPE", "2", "1"}, []string{"b", "THROTTLE", "1", "2", "3"}),
 	}
 }
 
 func isPolicyEntry(cmd byte) bool {
 	switch cmd {
-	case cmdBatch2, cmdPolicySet, cmdPolicyDel, cmdPolicyReplace:
+	case entry.Batch, entry.PolicySet, entry.PolicyDel, entry.PolicyReplace:
 		return true
 	}
 	return false
@@ -265,12 +266,12 @@ func isPolicyEntry(cmd byte) bool {
 
 // reencodePolicyEntry appends e's body after its header, as the package
 // writes it.
-func reencodePolicyEntry(dst []byte, e *entry) []byte {
-	if e.cmd == cmdBatch2 {
-		dst = binary.AppendUvarint(dst, uint64(len(e.reqs)))
-		return appendRequests2(dst, e.reqs, e.names)
+func reencodePolicyEntry(dst []byte, e *entry.Decoded) []byte {
+	if e.Type == entry.Batch {
+		dst = binary.AppendUvarint(dst, uint64(len(e.Reqs)))
+		return entry.AppendRequests(dst, e.Reqs, e.Names)
 	}
-	return append(dst, appendPolicyBody(e.cmd, e.defs)[1:]...)
+	return append(dst, entry.AppendPolicy(e.Type, e.Defs)[1:]...)
 }
 
 // policyResultErr reports the errors a batch result may hold because of

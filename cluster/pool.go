@@ -34,6 +34,6 @@ func (ap *arrayPool[T]) put(s []T) {
 
 var (
 	resultPool  = arrayPool[engine.Result]{max: maxCallReqs}  // an entry's results (batch.go)
-	chunkPool   = arrayPool[byte]{max: maxCallBytes}          // DoPolicies' encoded requests (policy.go)
-	requestPool = arrayPool[engine.Request]{max: maxCallReqs} // validBatch2's decoded requests (policy.go)
+	chunkPool   = arrayPool[byte]{max: maxCallBytes}          // DoPolicies' encoded requests (batch.go)
+	requestPool = arrayPool[engine.Request]{max: maxCallReqs} // validBatch's decoded requests (batch.go)
 )

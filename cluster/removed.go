@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/rlserver/rlserver/cluster/internal/codec"
 )
 
 // A node removed from the configuration (RL.CLUSTER REMOVE) must stop
@@ -121,7 +123,7 @@ func (n *Node) tellRemoved(id string, addr raft.ServerAddress) {
 	for time.Now().Before(stop) {
 		if p, err := dialPeer(addr, n.cfg.Group, n.dialTimeout(), n.cfg.DialTLS); err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), n.dialTimeout())
-			r, err := p.call(ctx, msgRemoved, appendString(nil, id))
+			r, err := p.call(ctx, msgRemoved, codec.AppendString(nil, id))
 			cancel()
 			p.close()
 			if err == nil && r.status == statusOK {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlserver/rlserver/cluster/internal/codec"
 	"github.com/rlserver/rlserver/engine"
 )
 
@@ -77,10 +78,10 @@ func TestRemovedNotice(t *testing.T) {
 			break
 		}
 	}
-	if st, _ := f.n.handleForwardMsg(context.Background(), msgRemoved, appendString(nil, "someone-else")); st != statusBadRequest || f.n.Removed() {
+	if st, _ := f.n.handleForwardMsg(context.Background(), msgRemoved, codec.AppendString(nil, "someone-else")); st != statusBadRequest || f.n.Removed() {
 		t.Fatalf("a notice for another node: status %d, removed %v", st, f.n.Removed())
 	}
-	if st, _ := f.n.handleForwardMsg(context.Background(), msgRemoved, appendString(nil, f.id)); st != statusOK {
+	if st, _ := f.n.handleForwardMsg(context.Background(), msgRemoved, codec.AppendString(nil, f.id)); st != statusOK {
 		t.Fatalf("the notice for this node: status %d", st)
 	}
 	waitFor(t, 5*time.Second, "the notified node to count itself removed", f.n.Removed)

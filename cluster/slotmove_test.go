@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+	"github.com/rlserver/rlserver/cluster/entry"
+	"github.com/rlserver/rlserver/cluster/internal/codec"
+	"github.com/rlserver/rlserver/cluster/ownership"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/slots"
 )
@@ -17,14 +20,14 @@ import (
 // entry by entry.
 
 func slotsEntry(now int64, op []byte) []byte {
-	return append(appendEntryHeader(nil, cmdSlots, now), op...)
+	return append(entry.AppendHeader(nil, entry.Slots, now), op...)
 }
 
 func chunkOp(id uint64, clock int64, recs []engine.Record) []byte {
-	op := binary.AppendVarint(binary.AppendUvarint([]byte{slotsChunk}, id), clock)
+	op := binary.AppendVarint(binary.AppendUvarint([]byte{ownership.StepChunk}, id), clock)
 	op = binary.AppendUvarint(op, uint64(len(recs)))
 	for i := range recs {
-		op = appendRecord(op, &recs[i])
+		op = codec.AppendRecord(op, &recs[i])
 	}
 	return op
 }
@@ -99,21 +102,21 @@ func runMove(t *testing.T, twice bool) (src, dst *fsmLog, digests []string) {
 	dst.apply(batchEntry(t0+1e9, allowAll(t, []string{"other"}, 1)...), false)
 	record := func() { digests = append(digests, src.digest()+dst.digest()) }
 
-	dst.apply(slotsEntry(t0+2e9, rangeOp(slotsImport, 7, 0, 4000)), twice)
+	dst.apply(slotsEntry(t0+2e9, ownership.ImportStep(7, 0, 4000)), twice)
 	record()
-	fr := src.apply(slotsEntry(t0+5e9, rangeOp(slotsFreeze, 7, 0, 4000)), twice).(*stateResult)
+	fr := src.apply(slotsEntry(t0+5e9, ownership.FreezeStep(7, 0, 4000)), twice).(*stateResult)
 	if fr.err != nil || fr.v != t0+5e9 {
 		t.Fatalf("freeze: %+v", fr)
 	}
 	record()
 	// The frozen range is refused at the source, the rest applied.
 	br := src.apply(batchEntry(t0+6e9, allowAll(t, []string{in[0], out[0]}, 1)...), false).(*batchResult)
-	if !errors.Is(br.res[0].Err, ErrNotOwned) || br.res[1].Err != nil || br.res[1].Remaining != 6 {
+	if !errors.Is(br.res[0].Err, ownership.ErrNotOwned) || br.res[1].Err != nil || br.res[1].Remaining != 6 {
 		t.Fatalf("batch on a frozen and a free key: %+v", br.res)
 	}
 	// The target refuses the range until it commits.
 	br = dst.apply(batchEntry(t0+6e9, allowAll(t, []string{in[0]}, 1)...), false).(*batchResult)
-	if !errors.Is(br.res[0].Err, ErrNotOwned) {
+	if !errors.Is(br.res[0].Err, ownership.ErrNotOwned) {
 		t.Fatalf("target before commit: %+v", br.res)
 	}
 	record()
@@ -131,12 +134,12 @@ func runMove(t *testing.T, twice bool) (src, dst *fsmLog, digests []string) {
 	// changes nothing already imported.
 	dst.apply(slotsEntry(t0+3e9, chunkOp(7, t0+5e9, recs)), twice)
 	record()
-	cr := dst.apply(slotsEntry(t0+3e9, binary.AppendVarint(binary.AppendUvarint([]byte{slotsCommit}, 7), t0+5e9)), twice).(*stateResult)
+	cr := dst.apply(slotsEntry(t0+3e9, binary.AppendVarint(binary.AppendUvarint([]byte{ownership.StepCommit}, 7), t0+5e9)), twice).(*stateResult)
 	if cr.err != nil {
 		t.Fatalf("commit: %v", cr.err)
 	}
 	record()
-	rr := src.apply(slotsEntry(t0+7e9, binary.AppendUvarint([]byte{slotsRelease}, 7)), twice).(*stateResult)
+	rr := src.apply(slotsEntry(t0+7e9, binary.AppendUvarint([]byte{ownership.StepRelease}, 7)), twice).(*stateResult)
 	if rr.err != nil || rr.v != int64(len(in)) {
 		t.Fatalf("release: %+v, want %d keys dropped", rr, len(in))
 	}
@@ -154,7 +157,7 @@ func runMove(t *testing.T, twice bool) (src, dst *fsmLog, digests []string) {
 		t.Fatalf("target clock %d behind the source's export clock %d", now, t0+5e9)
 	}
 	br = src.apply(batchEntry(t0+8e9, allowAll(t, in[:1], 1)...), false).(*batchResult)
-	if !errors.Is(br.res[0].Err, ErrNotOwned) {
+	if !errors.Is(br.res[0].Err, ownership.ErrNotOwned) {
 		t.Fatalf("source after release: %+v", br.res)
 	}
 	record()
@@ -183,8 +186,8 @@ func TestSlotMoveSnapshotMidMove(t *testing.T) {
 	src, dst := newFSMLog(t), newFSMLog(t)
 	in, _ := moveKeys(20, 100, 9000)
 	src.apply(batchEntry(t0, allowAll(t, in, 2)...), false)
-	dst.apply(slotsEntry(t0, rangeOp(slotsImport, 3, 100, 9000)), false)
-	src.apply(slotsEntry(t0+1e9, rangeOp(slotsFreeze, 3, 100, 9000)), false)
+	dst.apply(slotsEntry(t0, ownership.ImportStep(3, 100, 9000)), false)
+	src.apply(slotsEntry(t0+1e9, ownership.FreezeStep(3, 100, 9000)), false)
 	recs, _, err := (&Node{fsm: src.f}).ExportSlots(context.Background(), 100, 9000, "")
 	if err != nil {
 		t.Fatal(err)
@@ -225,13 +228,13 @@ func TestSlotMoveSnapshotMidMove(t *testing.T) {
 		for _, l := range pair {
 			l.apply(slotsEntry(t0+2e9, chunkOp(3, t0+1e9, recs[5:])), false)
 			movedIn(l, false)
-			l.apply(slotsEntry(t0+2e9, binary.AppendVarint(binary.AppendUvarint([]byte{slotsCommit}, 3), t0+1e9)), false)
+			l.apply(slotsEntry(t0+2e9, binary.AppendVarint(binary.AppendUvarint([]byte{ownership.StepCommit}, 3), t0+1e9)), false)
 			movedIn(l, true)
 		}
 	}
 	movedIn(restore(dst), true) // a snapshot after the commit keeps it
 	for _, l := range []*fsmLog{src, src2} {
-		l.apply(slotsEntry(t0+3e9, binary.AppendUvarint([]byte{slotsRelease}, 3)), false)
+		l.apply(slotsEntry(t0+3e9, binary.AppendUvarint([]byte{ownership.StepRelease}, 3)), false)
 		movedIn(l, false)
 	}
 	if src.digest() != src2.digest() || dst.digest() != dst2.digest() {
@@ -242,7 +245,7 @@ func TestSlotMoveSnapshotMidMove(t *testing.T) {
 		t.Fatalf("restored target's move: %+v", p)
 	}
 	// Moving the range on again: the freeze takes it out of movedIn.
-	dst.apply(slotsEntry(t0+4e9, rangeOp(slotsFreeze, 4, 100, 9000)), false)
+	dst.apply(slotsEntry(t0+4e9, ownership.FreezeStep(4, 100, 9000)), false)
 	movedIn(dst, false)
 }
 
@@ -250,28 +253,28 @@ func TestSlotMoveSnapshotMidMove(t *testing.T) {
 // refused, not applied.
 func TestSlotMoveRefusals(t *testing.T) {
 	g := newFSMLog(t)
-	g.apply(slotsEntry(t0, rangeOp(slotsFreeze, 1, 0, 10)), false)
+	g.apply(slotsEntry(t0, ownership.FreezeStep(1, 0, 10)), false)
 	for name, op := range map[string][]byte{
-		"freeze of frozen slots by another move":       rangeOp(slotsFreeze, 2, 5, 20),
-		"import of frozen slots":                       rangeOp(slotsImport, 3, 0, 3),
-		"commit of a move this group is the source of": binary.AppendVarint(binary.AppendUvarint([]byte{slotsCommit}, 1), t0),
+		"freeze of frozen slots by another move":       ownership.FreezeStep(2, 5, 20),
+		"import of frozen slots":                       ownership.ImportStep(3, 0, 3),
+		"commit of a move this group is the source of": binary.AppendVarint(binary.AppendUvarint([]byte{ownership.StepCommit}, 1), t0),
 		"chunk for an unknown move":                    chunkOp(9, t0, nil),
-		"release of an unknown move":                   binary.AppendUvarint([]byte{slotsRelease}, 9),
+		"release of an unknown move":                   binary.AppendUvarint([]byte{ownership.StepRelease}, 9),
 	} {
-		before := appendSlotTable(nil, &g.f.slots)
+		before := ownership.AppendTable(nil, &g.f.slots)
 		r := g.apply(slotsEntry(t0, op), false).(*stateResult)
-		if !errors.Is(r.err, ErrMoveRefused) || !bytes.Equal(appendSlotTable(nil, &g.f.slots), before) {
+		if !errors.Is(r.err, ownership.ErrMoveRefused) || !bytes.Equal(ownership.AppendTable(nil, &g.f.slots), before) {
 			t.Errorf("%s: %+v", name, r)
 		}
 	}
 	for name, op := range map[string][]byte{
 		"empty":          nil,
 		"unknown op":     {99, 1},
-		"reversed range": rangeOp(slotsFreeze, 1, 10, 5),
-		"slot too big":   rangeOp(slotsImport, 1, 0, NumSlots),
-		"trailing bytes": append(binary.AppendUvarint([]byte{slotsRelease}, 1), 0),
+		"reversed range": ownership.FreezeStep(1, 10, 5),
+		"slot too big":   ownership.ImportStep(1, 0, slots.Count),
+		"trailing bytes": append(binary.AppendUvarint([]byte{ownership.StepRelease}, 1), 0),
 	} {
-		if validSlotsOp(op) {
+		if ownership.ValidStep(op) {
 			t.Errorf("%s: accepted", name)
 		}
 	}

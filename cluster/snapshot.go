@@ -11,6 +11,9 @@ import (
 	"io"
 
 	"github.com/hashicorp/raft"
+	"github.com/rlserver/rlserver/cluster/entry"
+	"github.com/rlserver/rlserver/cluster/internal/codec"
+	"github.com/rlserver/rlserver/cluster/ownership"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/persist"
 	"github.com/rlserver/rlserver/policy"
@@ -58,15 +61,15 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("cluster: restore: policies: %w", err)
 	}
-	dir := emptyDirectory()
+	dir := ownership.EmptyDirectory()
 	if len(dirBytes) > 0 {
-		if dir, err = decodeDirectory(dirBytes); err != nil {
+		if dir, err = ownership.DecodeDirectory(dirBytes); err != nil {
 			return fmt.Errorf("cluster: restore: slot directory: %w", err)
 		}
 	}
-	table := newSlotTable()
+	table := ownership.NewTable()
 	if len(slotBytes) > 0 {
-		if table, err = decodeSlotTable(slotBytes); err != nil {
+		if table, err = ownership.DecodeTable(slotBytes); err != nil {
 			return fmt.Errorf("cluster: restore: slot moves: %w", err)
 		}
 	}
@@ -92,20 +95,20 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 
 // encodedSlotTable is t for a snapshot, or nil when no move touched the
 // group.
-func encodedSlotTable(t *slotTable) []byte {
-	if t.empty() {
+func encodedSlotTable(t *ownership.Table) []byte {
+	if t.Empty() {
 		return nil
 	}
-	return appendSlotTable(nil, t)
+	return ownership.AppendTable(nil, t)
 }
 
 // encodedDirectory is d for a snapshot, or nil while it is not
 // initialised (a data group's, or an unsharded cluster's).
-func encodedDirectory(d *Directory) []byte {
+func encodedDirectory(d *ownership.Directory) []byte {
 	if d.Epoch == 0 {
 		return nil
 	}
-	return appendDirectory(nil, d)
+	return ownership.AppendDirectory(nil, d)
 }
 
 type fsmSnapshot struct {
@@ -113,8 +116,8 @@ type fsmSnapshot struct {
 	applied  uint64
 	recs     []engine.Record
 	policies [][]string // definitions, sorted by name
-	dir      []byte     // the slot directory (directory.go), nil when not initialised
-	slots    []byte     // the slot-move state (slotmove.go), nil when empty
+	dir      []byte     // the slot directory (ownership.AppendDirectory), nil when not initialised
+	slots    []byte     // the slot-move state (ownership.AppendTable), nil when empty
 }
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
@@ -150,7 +153,7 @@ func (f *fsm) Digest(ctx context.Context) (applied uint64, digest string, err er
 	buf = binary.AppendVarint(buf, clock)
 	buf = binary.AppendUvarint(buf, applied)
 	for i := range recs {
-		buf = appendRecord(buf, &recs[i])
+		buf = codec.AppendRecord(buf, &recs[i])
 		if len(buf) > 32<<10 {
 			h.Write(buf)
 			buf = buf[:0]
@@ -159,7 +162,7 @@ func (f *fsm) Digest(ctx context.Context) (applied uint64, digest string, err er
 	// The policies, when there are any (so a state without any hashes as
 	// it did before policies existed).
 	for _, d := range defs {
-		buf = appendWords(buf, d)
+		buf = entry.AppendWords(buf, d)
 	}
 	// The slot directory, when initialised (the meta group's), and the
 	// slot-move state, when a move touched the group.
@@ -172,9 +175,9 @@ func (f *fsm) Digest(ctx context.Context) (applied uint64, digest string, err er
 // The snapshot stream is the persist package's format (the one standalone
 // saves use): the header's clock is the FSM's clock, and its opaque meta
 // holds this package's fields: a meta version byte, then the applied index
-// as a uvarint; version 2 adds the slot directory (appendDirectory, after
-// its length as a uvarint) and the slot-move state (appendSlotTable, to
-// the end), either of which may be empty. Version 1 has neither.
+// as a uvarint; version 2 adds the slot directory
+// (ownership.AppendDirectory, after its length as a uvarint) and the
+// slot-move state (ownership.AppendTable, to the end), either of which may be empty. Version 1 has neither.
 const (
 	metaVersion      = 1
 	metaVersionSlots = 2
@@ -201,26 +204,15 @@ func readSnapshot(r io.Reader) (clock int64, applied uint64, recs []engine.Recor
 	if len(h.Meta) < 2 || (h.Meta[0] != metaVersion && h.Meta[0] != metaVersionSlots) {
 		return 0, 0, nil, nil, nil, nil, fmt.Errorf("%w: not a Raft snapshot of this version (meta %x)", errBadSnapshot, h.Meta)
 	}
-	d := decoder{b: h.Meta[1:]}
-	applied = d.uvarint()
+	d := codec.Reader{B: h.Meta[1:]}
+	applied = d.Uvarint()
 	if h.Meta[0] == metaVersionSlots {
-		dir = d.bytes()
-		slots = d.b
-		d.b = nil
+		dir = d.Bytes()
+		slots = d.B
+		d.B = nil
 	}
-	if d.err != nil || len(d.b) != 0 {
+	if d.Err != nil || len(d.B) != 0 {
 		return 0, 0, nil, nil, nil, nil, bad()
 	}
 	return h.ClockNanos, applied, recs, h.Policies, dir, slots, nil
-}
-
-// appendRecord encodes a record for the digest.
-func appendRecord(dst []byte, r *engine.Record) []byte {
-	dst = appendString(dst, r.Key)
-	dst = append(dst, byte(r.Kind))
-	dst = binary.AppendUvarint(dst, uint64(len(r.Fields)))
-	for _, v := range r.Fields {
-		dst = binary.AppendVarint(dst, v)
-	}
-	return dst
 }

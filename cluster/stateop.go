@@ -5,10 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"time"
+
+	"github.com/rlserver/rlserver/cluster/entry"
+	"github.com/rlserver/rlserver/cluster/ownership"
 )
 
-// State ops: directory changes (cmdMeta, directory.go) and slot move steps
-// (cmdSlots, slotmove.go) take the same path. The op is one log entry;
+// State ops: directory changes (entry.Meta, directory.go) and slot move steps
+// (entry.Slots, slotmove.go) take the same path. The op is one log entry;
 // the FSM answers a value or a refusal by the state (the entry is applied
 // and changes nothing); a follower forwards the op to the leader, whose
 // reply body is 0 and the value as a varint, or 1 and the refusal's
@@ -17,7 +20,7 @@ import (
 // stateResult is what Apply returns for a state op entry.
 type stateResult struct {
 	v   int64
-	err error // a refusal: *ErrMoveInvalid or ErrMoveRefused
+	err error // a refusal: *ownership.ErrMoveInvalid or ownership.ErrMoveRefused
 }
 
 // stateOp is one kind of state op: its entry and message types, and how a
@@ -29,18 +32,18 @@ type stateOp struct {
 }
 
 var (
-	metaOps  = stateOp{cmd: cmdMeta, msg: msgMeta, valid: validMetaOp, refused: func(r string) error { return &ErrMoveInvalid{r} }}
-	slotsOps = stateOp{cmd: cmdSlots, msg: msgSlots, valid: validSlotsOp, refused: func(string) error { return ErrMoveRefused }}
+	metaOps  = stateOp{cmd: entry.Meta, msg: msgMeta, valid: ownership.ValidOp, refused: func(r string) error { return &ownership.ErrMoveInvalid{Reason: r} }}
+	slotsOps = stateOp{cmd: entry.Slots, msg: msgSlots, valid: ownership.ValidStep, refused: func(string) error { return ownership.ErrMoveRefused }}
 )
 
 // refusalReason reports whether err is a refusal by the state, and its
 // reason.
 func refusalReason(err error) (string, bool) {
-	var inv *ErrMoveInvalid
+	var inv *ownership.ErrMoveInvalid
 	switch {
 	case errors.As(err, &inv):
 		return inv.Reason, true
-	case errors.Is(err, ErrMoveRefused):
+	case errors.Is(err, ownership.ErrMoveRefused):
 		return "", true
 	}
 	return "", false
@@ -57,7 +60,7 @@ func (k stateOp) propose(ctx context.Context, n *Node, op []byte) (int64, error)
 func (k stateOp) apply(ctx context.Context, n *Node, op []byte, localOnly bool) (int64, error) {
 	return applyOp(ctx, n, logOp[int64]{
 		entry: func(now time.Time) []byte {
-			return append(appendEntryHeader(make([]byte, 0, 12+len(op)), k.cmd, now.UnixNano()), op...)
+			return append(entry.AppendHeader(make([]byte, 0, 12+len(op)), k.cmd, now.UnixNano()), op...)
 		},
 		leader: func(resp any) (int64, error) {
 			r, ok := resp.(*stateResult)

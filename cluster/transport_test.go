@@ -22,10 +22,10 @@ func TestReadFrameSizes(t *testing.T) {
 		for i := range payload {
 			payload[i] = byte(i * 7)
 		}
-		frame := appendFrame(nil, msgBatch, uint64(size)+1, payload)
+		frame := appendFrame(nil, msgBatchV1, uint64(size)+1, payload)
 		for _, r := range []io.Reader{bytes.NewReader(frame), &trickle{b: frame, step: 1000}} {
 			typ, id, got, err := readFrame(r)
-			if err != nil || typ != msgBatch || id != uint64(size)+1 || !bytes.Equal(got, payload) {
+			if err != nil || typ != msgBatchV1 || id != uint64(size)+1 || !bytes.Equal(got, payload) {
 				t.Fatalf("size %d: typ %d id %d len %d, %v", size, typ, id, len(got), err)
 			}
 			if cap(got) != size && size > 0 {
@@ -34,7 +34,7 @@ func TestReadFrameSizes(t *testing.T) {
 		}
 	}
 	// Cut short: an error, never a short payload.
-	frame := appendFrame(nil, msgBatch, 1, make([]byte, 200_000))
+	frame := appendFrame(nil, msgBatchV1, 1, make([]byte, 200_000))
 	if _, _, _, err := readFrame(bytes.NewReader(frame[:150_000])); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("truncated frame: %v", err)
 	}
@@ -75,7 +75,7 @@ func TestHugeFrameAnnouncementCostsNoMemory(t *testing.T) {
 	// Connections announcing a 64 MiB frame, sending nothing more.
 	const conns = 32
 	hdr := binary.BigEndian.AppendUint32(nil, maxFrame)
-	hdr = append(hdr, msgBatch)
+	hdr = append(hdr, msgBatchV1)
 	hdr = binary.BigEndian.AppendUint64(hdr, 1)
 	announce := func(c net.Conn, msg []byte) {
 		if _, err := c.Write(msg); err != nil {
@@ -151,7 +151,7 @@ func TestHugeFrameAnnouncementCostsNoMemory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	good := appendRequest(nil, ptr(allow(t, "k", 5, 1, 1)))
-	if r, err := p.call(ctx, msgBatch, append([]byte{1}, good...)); err != nil || r.status != statusOK {
+	if r, err := p.call(ctx, msgBatchV1, append([]byte{1}, good...)); err != nil || r.status != statusOK {
 		t.Fatalf("a good batch after the attack: status %d, %v", r.status, err)
 	}
 }
@@ -171,7 +171,7 @@ func TestFrameTimeoutSparesIdleConnections(t *testing.T) {
 	defer cancel()
 	good := appendRequest(nil, ptr(allow(t, "k", 5, 1, 1)))
 	for range 3 {
-		if r, err := p.call(ctx, msgBatch, append([]byte{1}, good...)); err != nil || r.status != statusOK {
+		if r, err := p.call(ctx, msgBatchV1, append([]byte{1}, good...)); err != nil || r.status != statusOK {
 			t.Fatalf("batch: status %d, %v", r.status, err)
 		}
 		time.Sleep(3 * timeout) // idle well past the frame timeout

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rlserver/rlserver/cluster"
+	"github.com/rlserver/rlserver/cluster/ownership"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/policy"
 	"github.com/rlserver/rlserver/slots"
@@ -52,7 +52,7 @@ func (h *Host) DoPolicies(ctx context.Context, reqs []engine.Request, names [][]
 		return err
 	}
 	for i := range res {
-		if errors.Is(res[i].Err, cluster.ErrNotOwned) {
+		if errors.Is(res[i].Err, ownership.ErrNotOwned) {
 			h.rerouteRefused(ctx, reqs, names, res)
 			break
 		}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/cluster"
+	"github.com/rlserver/rlserver/cluster/ownership"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/slots"
 )
@@ -99,7 +100,7 @@ type member struct {
 // groupSet is the routing view: the directory and the replicas open here,
 // replaced whole on every change.
 type groupSet struct {
-	dir     *cluster.Directory
+	dir     *ownership.Directory
 	byID    map[uint32]*member
 	ordered []*member            // by group id
 	bySlot  [slots.Count]*member // nil: slot not assigned, or its group not open here
@@ -158,7 +159,7 @@ func Open(cfg Config) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{cfg: cfg, log: nc.Logger, myID: NodeID40(nc.NodeID), transport: t, closing: make(chan struct{})}
-	h.set.Store(&groupSet{dir: &cluster.Directory{}, byID: map[uint32]*member{}})
+	h.set.Store(&groupSet{dir: &ownership.Directory{}, byID: map[uint32]*member{}})
 	mc := nc
 	mc.Transport, mc.Group, mc.Dir = t, 0, filepath.Join(nc.Dir, "meta")
 	mc.RaftAdvertise = t.Addr()

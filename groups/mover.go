@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/cluster"
+	"github.com/rlserver/rlserver/cluster/ownership"
 	"github.com/rlserver/rlserver/engine"
 )
 
@@ -35,7 +36,7 @@ func (h *Host) WaitMove(ctx context.Context, id uint64) error {
 	for {
 		ch := h.meta.DirectoryChanged()
 		for _, m := range h.meta.Directory().Moves {
-			if m.ID == id && m.State == cluster.MoveReleased {
+			if m.ID == id && m.State == ownership.MoveReleased {
 				return nil
 			}
 		}
@@ -92,8 +93,8 @@ func (h *Host) step(what string, f func(ctx context.Context) error) error {
 		if err == nil {
 			return nil
 		}
-		var inv *cluster.ErrMoveInvalid
-		if errors.Is(err, cluster.ErrMoveRefused) || errors.As(err, &inv) {
+		var inv *ownership.ErrMoveInvalid
+		if errors.Is(err, ownership.ErrMoveRefused) || errors.As(err, &inv) {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		select {
@@ -106,7 +107,7 @@ func (h *Host) step(what string, f func(ctx context.Context) error) error {
 
 // driveMove carries move mv from where the directory says it is to its
 // end.
-func (h *Host) driveMove(mv cluster.Move) error {
+func (h *Host) driveMove(mv ownership.Move) error {
 	start := time.Now()
 	var src, dst *member
 	if err := h.step("find the groups", func(context.Context) error {
@@ -119,7 +120,7 @@ func (h *Host) driveMove(mv cluster.Move) error {
 	}); err != nil {
 		return err
 	}
-	if mv.State == cluster.MoveBegun {
+	if mv.State == ownership.MoveBegun {
 		if err := h.step("import", func(ctx context.Context) error {
 			return dst.node.ImportSlots(ctx, mv.ID, mv.Start, mv.End)
 		}); err != nil {
@@ -172,7 +173,7 @@ func (h *Host) driveMove(mv cluster.Move) error {
 	}
 	if err := h.step("release", func(ctx context.Context) error {
 		_, err := src.node.ReleaseSlots(ctx, mv.ID)
-		if plantedNoFreeze() && errors.Is(err, cluster.ErrMoveRefused) {
+		if plantedNoFreeze() && errors.Is(err, ownership.ErrMoveRefused) {
 			return nil // never frozen: nothing to release
 		}
 		return err
@@ -182,7 +183,7 @@ func (h *Host) driveMove(mv cluster.Move) error {
 	return h.step("record the release", func(ctx context.Context) error { return h.meta.MoveReleased(ctx, mv.ID) })
 }
 
-func (h *Host) freeze(ctx context.Context, src *cluster.Node, mv cluster.Move) (int64, error) {
+func (h *Host) freeze(ctx context.Context, src *cluster.Node, mv ownership.Move) (int64, error) {
 	if plantedNoFreeze() {
 		// Planted bug: the source keeps answering for the range.
 		return time.Now().UnixNano(), nil
@@ -196,7 +197,7 @@ func (h *Host) freeze(ctx context.Context, src *cluster.Node, mv cluster.Move) (
 // records sent and the export clock. The export runs once; each chunk is
 // a step of its own, retried alone, so a range of any size is copied
 // within a commit timeout per chunk.
-func (h *Host) copyRange(src, dst *cluster.Node, mv cluster.Move) (int, int64, error) {
+func (h *Host) copyRange(src, dst *cluster.Node, mv ownership.Move) (int, int64, error) {
 	ctx, cancel := h.untilClosed()
 	defer cancel()
 	after := ""
@@ -281,7 +282,7 @@ func (h *Host) Rebalance(ctx context.Context) (int, error) {
 	for {
 		d := h.meta.Directory()
 		if d.Epoch == 0 {
-			return made, cluster.ErrNotInitialised
+			return made, ownership.ErrNotInitialised
 		}
 		if cur := d.Current(); cur != nil {
 			if err := h.WaitMove(ctx, cur.ID); err != nil {
@@ -295,7 +296,7 @@ func (h *Host) Rebalance(ctx context.Context) (int, error) {
 		}
 		id, err := h.MoveSlots(ctx, start, end, target)
 		if err != nil {
-			var inv *cluster.ErrMoveInvalid
+			var inv *ownership.ErrMoveInvalid
 			if errors.As(err, &inv) {
 				continue // another move began meanwhile: wait for it
 			}
@@ -312,7 +313,7 @@ func (h *Host) Rebalance(ctx context.Context) (int, error) {
 // owning the most has beyond its fair share (or what the poorest lacks,
 // if less), taken from the end of its last range, to the group owning the
 // fewest. ok is false when the groups are within one slot of each other.
-func rebalanceStep(d *cluster.Directory) (start, end int, target uint32, ok bool) {
+func rebalanceStep(d *ownership.Directory) (start, end int, target uint32, ok bool) {
 	if len(d.Groups) < 2 {
 		return 0, 0, 0, false
 	}
@@ -352,7 +353,7 @@ func rebalanceStep(d *cluster.Directory) (start, end int, target uint32, ok bool
 		n = (count[rich] - count[poor]) / 2
 	}
 	// The last run of the richest group: move at most n slots off its end.
-	runs := cluster.SlotRuns(d.Slots)
+	runs := ownership.Runs(d.Slots)
 	for i := len(runs) - 1; i >= 0; i-- {
 		if runs[i].Group == rich {
 			end = runs[i].End
@@ -372,7 +373,7 @@ func (h *Host) rerouteRefused(ctx context.Context, reqs []engine.Request, names 
 	for {
 		var idx []int
 		for i := range res {
-			if errors.Is(res[i].Err, cluster.ErrNotOwned) {
+			if errors.Is(res[i].Err, ownership.ErrNotOwned) {
 				idx = append(idx, i)
 			}
 		}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/rlserver/rlserver/cluster"
+	"github.com/rlserver/rlserver/cluster/ownership"
 	"github.com/rlserver/rlserver/slots"
 	"github.com/rlserver/rlserver/status"
 )
@@ -62,7 +62,7 @@ func (h *Host) Topology() status.Topology {
 	for _, m := range gs.ordered {
 		leaders[m.id] = m.node.LeaderID()
 	}
-	for _, r := range cluster.SlotRuns(d.Slots) {
+	for _, r := range ownership.Runs(d.Slots) {
 		sr := status.SlotRange{Start: r.Start, End: r.End, Group: r.Group}
 		if l := leaders[r.Group]; l != "" && d.Nodes[l] != "" {
 			sr.Leader = NodeID40(l)
@@ -107,7 +107,7 @@ func (h *Host) Topology() status.Topology {
 	return t
 }
 
-var moveStates = map[byte]string{cluster.MoveBegun: "begun", cluster.MoveCommitted: "committed", cluster.MoveReleased: "released"}
+var moveStates = map[byte]string{ownership.MoveBegun: "begun", ownership.MoveCommitted: "committed", ownership.MoveReleased: "released"}
 
 var errBadSlot = errors.New("invalid slot")
 

@@ -41,8 +41,14 @@ var allowed = map[string][]string{
 	"acl":      {"internal/conf"},
 	// The backends.
 	"standalone": {"engine", "policy"},
-	"cluster":    {"engine", "kv", "persist", "policy", "raftlog", "slots", "status"},
-	"groups":     {"cluster", "engine", "policy", "slots", "status"},
+	"cluster":    {"cluster/entry", "cluster/internal/codec", "cluster/ownership", "engine", "kv", "persist", "policy", "raftlog", "slots", "status"},
+	"groups":     {"cluster", "cluster/ownership", "engine", "policy", "slots", "status"},
+	// A replica's parts: the log entry codec, and slot ownership (the
+	// slot directory, the slot-move state), below the replica and above
+	// the engine; neither knows Raft.
+	"cluster/entry":          {"cluster/internal/codec", "cluster/ownership", "engine", "kv", "policy"},
+	"cluster/ownership":      {"cluster/internal/codec", "engine", "slots"},
+	"cluster/internal/codec": {"engine"},
 	// Readers of the status values, through interfaces of their own.
 	"metrics":    {"engine", "internal/offheap", "memlimit", "policy", "status"},
 	"statuspage": {"status"},
