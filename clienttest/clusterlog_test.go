@@ -54,7 +54,7 @@ func TestClusterLogFormat(t *testing.T) {
 						if line == "" || strings.HasPrefix(line, "SCHED ") {
 							// The runtime's own scheduler trace line,
 							// printed once per 24.8 days of uptime with
-							// the server's GODEBUG (cmd/rlserver/sysmon.go).
+							// the server's GODEBUG (internal/sysmon).
 							continue
 						}
 						kv, err := parseLogLine(format, line)

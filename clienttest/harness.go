@@ -120,6 +120,7 @@ type opts struct {
 	env      []string // extra environment, KEY=VALUE
 	authPass string   // the password the readiness check must AUTH with
 	addrEnv  bool     // give the address as RL_ADDR instead of --addr
+	bin      string   // the program to start (default: the rlserver TestMain built)
 }
 
 // server is one rlserver process started by a test.
@@ -191,7 +192,11 @@ func launch(t testing.TB, o opts) (*server, error) {
 	} else {
 		args = append(args, "--addr", s.addr)
 	}
-	s.cmd = exec.Command(binary(), append(args, o.args...)...)
+	bin := o.bin
+	if bin == "" {
+		bin = binary()
+	}
+	s.cmd = exec.Command(bin, append(args, o.args...)...)
 	s.cmd.Env = cleanEnv(env...)
 	s.cmd.Stdout = s.stdout
 	s.cmd.Stderr = s.stderr

@@ -167,7 +167,7 @@ func TestEnvironment(t *testing.T) {
 // TestSysmonSetting: the server re-executes itself (same process id) with
 // GODEBUG's schedtrace set, which keeps the runtime's sysmon out of the
 // deep sleep whose wake-ups cost a Raft node 15-18% of its CPU
-// (cmd/rlserver/sysmon.go); other GODEBUG settings are kept, and a
+// (internal/sysmon); other GODEBUG settings are kept, and a
 // schedtrace the operator set (schedtrace=0 turns this off) is left alone.
 func TestSysmonSetting(t *testing.T) {
 	t.Parallel()
@@ -199,6 +199,46 @@ func TestSysmonSetting(t *testing.T) {
 		if err := newGoRedis(t, s, nil).Ping(context.Background()).Err(); err != nil {
 			t.Errorf("started with %q: PING: %v", tc.env, err)
 		}
+	}
+}
+
+// TestServerThroughSymlinkKeepsName: a server started through a symlink
+// keeps the symlink's name after it re-executes itself with GODEBUG's
+// schedtrace set: /proc/<pid>/comm (what ps shows and pgrep matches) and
+// argv[0] in /proc/<pid>/cmdline. Regression (issue 31): it re-executed
+// the symlink's target, and ps and pgrep showed "rlserver".
+func TestServerThroughSymlinkKeepsName(t *testing.T) {
+	t.Parallel()
+	link := filepath.Join(t.TempDir(), "rl-edge-7")
+	if err := os.Symlink(binary(), link); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, opts{bin: link})
+	pid := s.cmd.Process.Pid
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv0, _, _ := strings.Cut(string(cmdline), "\x00")
+	if got := strings.TrimSpace(string(comm)); got != "rl-edge-7" {
+		t.Errorf("/proc/%d/comm = %q, want %q", pid, got, "rl-edge-7")
+	}
+	if argv0 != link {
+		t.Errorf("/proc/%d/cmdline's argv[0] = %q, want %q", pid, argv0, link)
+	}
+	if !strings.Contains(string(environ), "GODEBUG=schedtrace=2147483647\x00") {
+		t.Errorf("the server did not re-execute itself with schedtrace set: environ %q", environ)
+	}
+	if out, err := exec.Command("pgrep", "-x", "rl-edge-7").Output(); err == nil && !strings.Contains(" "+strings.Join(strings.Fields(string(out)), " ")+" ", fmt.Sprintf(" %d ", pid)) {
+		t.Errorf("pgrep -x rl-edge-7 = %q, want pid %d among them", out, pid)
 	}
 }
 

@@ -4,6 +4,7 @@ package sysmon
 
 import (
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 )
@@ -21,15 +22,17 @@ import (
 //
 // The value is the largest schedtrace takes: a scheduler trace line every
 // 24.8 days of uptime (one at start on a host up longer than that), and a
-// detailed one when the process dies of a fatal error.
+// detailed one (a line per P, M and goroutine) on stderr before the
+// message and stacks of an unrecovered panic or fatal error. Both are in
+// docs/operations.md.
 const Setting = "schedtrace=2147483647"
 
 // KeepAwake re-executes the program with Setting added to GODEBUG,
 // which the runtime reads only at start; the process keeps its id, its
-// arguments and the rest of its environment. It returns (and the program
-// runs as it is) when GODEBUG already names schedtrace, which is also how
-// an operator turns this off (GODEBUG=schedtrace=0), or when the exec
-// fails.
+// arguments, the rest of its environment and its name (see startedAs). It
+// returns (and the program runs as it is) when GODEBUG already names
+// schedtrace, which is also how an operator turns this off
+// (GODEBUG=schedtrace=0), or when the exec fails.
 func KeepAwake() {
 	env, ok := withSetting(os.Environ())
 	if !ok {
@@ -39,7 +42,29 @@ func KeepAwake() {
 	if err != nil {
 		return
 	}
-	_ = syscall.Exec(exe, os.Args, env) // returns only on failure
+	_ = syscall.Exec(startedAs(os.Args[0], exe), os.Args, env) // returns only on failure
+}
+
+// startedAs is the path to execute again: argv0 (looked up in PATH when it
+// has no slash, as a shell does) when it names the running executable exe,
+// else exe. The kernel names a process (/proc/<pid>/comm: what ps shows
+// and pgrep matches) after the file name it was executed through, and
+// os.Executable resolves symlinks: executing exe would rename a server
+// started through a symlink to the symlink's target.
+func startedAs(argv0, exe string) string {
+	path := argv0
+	if !strings.Contains(path, "/") {
+		var err error
+		if path, err = exec.LookPath(path); err != nil {
+			return exe
+		}
+	}
+	a, errA := os.Stat(path)
+	b, errB := os.Stat(exe)
+	if errA != nil || errB != nil || !os.SameFile(a, b) {
+		return exe
+	}
+	return path
 }
 
 // withSetting is environ with Setting added to its GODEBUG (the first, the
