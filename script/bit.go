@@ -74,6 +74,9 @@ func bitToHex(L *lua.LState) int {
 		n = int32(tobit(L, 2))
 	}
 	digits := "0123456789abcdef"
+	if n == math.MinInt32 {
+		n++ // Redis's fix of LuaBitOp's overflow: -2^31 is -(2^31-1)
+	}
 	if n < 0 {
 		n = -n
 		digits = strings.ToUpper(digits)

@@ -9,32 +9,154 @@ import (
 	lua "github.com/yuin/gopher-lua"
 )
 
-// cjson is Redis's lua-cjson 2.1 with its default settings: numbers with
-// 14 significant digits, '/' escaped, excessively sparse arrays refused.
+// cjson is Redis's lua-cjson 2.1: numbers with 14 significant digits
+// (encode_number_precision), '/' escaped, excessively sparse arrays
+// refused (encode_sparse_array), 1000 levels of nesting either way
+// (encode_max_depth, decode_max_depth). Redis keeps a setting until the
+// next script changes it; here every run starts from the defaults, so
+// one script's settings never change what another sees.
 
-type cjsonLib struct{ null *lua.LUserData }
+type cjsonLib struct {
+	null *lua.LUserData
+	lim  *limits
+	cfg  cjsonConfig
+}
 
-func openCjson(L *lua.LState) *lua.LTable {
-	c := &cjsonLib{null: L.NewUserData()}
+type cjsonConfig struct {
+	sparseConvert   bool
+	sparseRatio     int64
+	sparseSafe      int64
+	encodeMaxDepth  int64
+	decodeMaxDepth  int64
+	precision       int64
+	keepBuffer      bool
+	encodeInvalid   int // 0 off, 1 on, 2 null
+	decodeInvalid   bool
+}
+
+var cjsonDefaults = cjsonConfig{sparseRatio: 2, sparseSafe: 10, encodeMaxDepth: 1000, decodeMaxDepth: 1000, precision: 14, keepBuffer: true}
+
+func newCjson(L *lua.LState, lim *limits) *cjsonLib {
+	return &cjsonLib{null: L.NewUserData(), lim: lim, cfg: cjsonDefaults}
+}
+
+// reset restores the defaults after a run.
+func (c *cjsonLib) reset() { c.cfg = cjsonDefaults }
+
+func (c *cjsonLib) table(L *lua.LState) *lua.LTable {
 	t := L.NewTable()
 	t.RawSetString("encode", L.NewFunction(c.encode))
 	t.RawSetString("decode", L.NewFunction(c.decode))
 	t.RawSetString("null", c.null)
 	t.RawSetString("_NAME", lua.LString("cjson"))
 	t.RawSetString("_VERSION", lua.LString("2.1.0"))
-	// The settings are accepted and ignored: the defaults stay.
-	for _, name := range []string{"encode_sparse_array", "encode_max_depth", "decode_max_depth",
-		"encode_number_precision", "encode_keep_buffer", "encode_invalid_numbers", "decode_invalid_numbers"} {
-		t.RawSetString(name, L.NewFunction(func(L *lua.LState) int { return L.GetTop() }))
-	}
+	t.RawSetString("encode_sparse_array", L.NewFunction(func(L *lua.LState) int {
+		c.argsAtMost(L, 3)
+		c.boolOption(L, 1, "encode_sparse_array", &c.cfg.sparseConvert)
+		intOption(L, 2, "encode_sparse_array", &c.cfg.sparseRatio, 0, math.MaxInt32)
+		intOption(L, 3, "encode_sparse_array", &c.cfg.sparseSafe, 0, math.MaxInt32)
+		return 3
+	}))
+	t.RawSetString("encode_max_depth", L.NewFunction(func(L *lua.LState) int {
+		c.argsAtMost(L, 1)
+		return intOption(L, 1, "encode_max_depth", &c.cfg.encodeMaxDepth, 1, math.MaxInt32)
+	}))
+	t.RawSetString("decode_max_depth", L.NewFunction(func(L *lua.LState) int {
+		c.argsAtMost(L, 1)
+		return intOption(L, 1, "decode_max_depth", &c.cfg.decodeMaxDepth, 1, math.MaxInt32)
+	}))
+	t.RawSetString("encode_number_precision", L.NewFunction(func(L *lua.LState) int {
+		c.argsAtMost(L, 1)
+		return intOption(L, 1, "encode_number_precision", &c.cfg.precision, 1, 14)
+	}))
+	t.RawSetString("encode_keep_buffer", L.NewFunction(func(L *lua.LState) int {
+		c.argsAtMost(L, 1)
+		return c.boolOption(L, 1, "encode_keep_buffer", &c.cfg.keepBuffer)
+	}))
+	t.RawSetString("encode_invalid_numbers", L.NewFunction(func(L *lua.LState) int {
+		c.argsAtMost(L, 1)
+		return enumOption(L, 1, "encode_invalid_numbers", &c.cfg.encodeInvalid, []string{"off", "on", "null"})
+	}))
+	t.RawSetString("decode_invalid_numbers", L.NewFunction(func(L *lua.LState) int {
+		c.argsAtMost(L, 1)
+		return c.boolOption(L, 1, "decode_invalid_numbers", &c.cfg.decodeInvalid)
+	}))
 	return t
+}
+
+// argsAtMost is json_arg_init's check.
+func (c *cjsonLib) argsAtMost(L *lua.LState, n int) {
+	if L.GetTop() > n {
+		L.ArgError(n+1, "found too many arguments")
+	}
+}
+
+// intOption is json_integer_option: set the setting when the argument is
+// given, and return it.
+func intOption(L *lua.LState, i int, fn string, v *int64, lo, hi int64) int {
+	if L.Get(i) != lua.LNil {
+		n := checkInteger(L, i, fn)
+		if n < lo || n > hi {
+			argError(L, 1, fn, "expected integer between "+strconv.FormatInt(lo, 10)+" and "+strconv.FormatInt(hi, 10))
+		}
+		*v = n
+	}
+	L.Push(lua.LNumber(*v))
+	return 1
+}
+
+// enumOption is json_enum_option: a boolean (false is the first option,
+// true the second) or one of options.
+func enumOption(L *lua.LState, i int, fn string, v *int, options []string) int {
+	switch a := L.Get(i).(type) {
+	case *lua.LNilType:
+	case lua.LBool:
+		*v = 0
+		if a {
+			*v = 1
+		}
+	default:
+		s := checkString(L, i, fn)
+		found := false
+		for k, o := range options {
+			if o == s {
+				*v, found = k, true
+			}
+		}
+		if !found {
+			argError(L, i, fn, "invalid option '"+s+"'")
+		}
+	}
+	if *v <= 1 {
+		L.Push(lua.LBool(*v == 1))
+	} else {
+		L.Push(lua.LString(options[*v]))
+	}
+	return 1
+}
+
+func (c *cjsonLib) boolOption(L *lua.LState, i int, fn string, v *bool) int {
+	n := 0
+	if *v {
+		n = 1
+	}
+	enumOption(L, i, fn, &n, []string{"off", "on"})
+	*v = n == 1
+	return 1
+}
+
+// cjsonEncoder is one cjson.encode call.
+type cjsonEncoder struct {
+	c  *cjsonLib
+	tk ticker
 }
 
 func (c *cjsonLib) encode(L *lua.LState) int {
 	if L.GetTop() != 1 {
 		L.ArgError(1, "expected 1 argument")
 	}
-	b := c.append(L, nil, L.Get(1), 0)
+	enc := &cjsonEncoder{c: c}
+	b := enc.append(L, nil, L.Get(1), 0)
 	L.Push(lua.LString(b))
 	return 1
 }
@@ -43,7 +165,12 @@ func cjsonFail(L *lua.LState, v lua.LValue, reason string) {
 	L.RaiseError("Cannot serialise %s: %s", v.Type().String(), reason)
 }
 
-func (c *cjsonLib) append(L *lua.LState, b []byte, v lua.LValue, depth int) []byte {
+func (enc *cjsonEncoder) append(L *lua.LState, b []byte, v lua.LValue, depth int) []byte {
+	c := enc.c
+	enc.tk.tick(L)
+	if int64(len(b)) > c.lim.maxBytes() {
+		outOfMemory(L)
+	}
 	switch v := v.(type) {
 	case lua.LString:
 		return jsonString(b, string(v))
@@ -62,16 +189,16 @@ func (c *cjsonLib) append(L *lua.LState, b []byte, v lua.LValue, depth int) []by
 		}
 	case *lua.LTable:
 		depth++
-		if depth > 1000 {
+		if int64(depth) > c.cfg.encodeMaxDepth {
 			L.RaiseError("Cannot serialise, excessive nesting (%d)", depth)
 		}
-		if n := arrayLength(L, v); n > 0 {
+		if n := c.arrayLength(L, v); n > 0 {
 			b = append(b, '[')
 			for i := 1; i <= n; i++ {
 				if i > 1 {
 					b = append(b, ',')
 				}
-				b = c.append(L, b, v.RawGetInt(i), depth)
+				b = enc.append(L, b, v.RawGetInt(i), depth)
 			}
 			return append(b, ']')
 		}
@@ -93,7 +220,7 @@ func (c *cjsonLib) append(L *lua.LState, b []byte, v lua.LValue, depth int) []by
 			default:
 				cjsonFail(L, k, "table key must be a number or string")
 			}
-			b = c.append(L, b, val, depth)
+			b = enc.append(L, b, val, depth)
 		})
 		return append(b, '}')
 	}
@@ -104,7 +231,7 @@ func (c *cjsonLib) append(L *lua.LState, b []byte, v lua.LValue, depth int) []by
 // arrayLength is lua_array_length: the largest key when every key is a
 // positive integer, -1 otherwise (or when the array is too sparse to be
 // one, which is an error by default).
-func arrayLength(L *lua.LState, t *lua.LTable) int {
+func (c *cjsonLib) arrayLength(L *lua.LState, t *lua.LTable) int {
 	max, items := 0, 0
 	array := true
 	forEach(t, func(k, _ lua.LValue) {
@@ -121,8 +248,11 @@ func arrayLength(L *lua.LState, t *lua.LTable) int {
 	if !array {
 		return -1
 	}
-	if max > items*2 && max > 10 {
-		cjsonFail(L, t, "excessively sparse array")
+	if c.cfg.sparseRatio > 0 && int64(max) > int64(items)*c.cfg.sparseRatio && int64(max) > c.cfg.sparseSafe {
+		if !c.cfg.sparseConvert {
+			cjsonFail(L, t, "excessively sparse array")
+		}
+		return -1
 	}
 	return max
 }
@@ -130,9 +260,21 @@ func arrayLength(L *lua.LState, t *lua.LTable) int {
 func (c *cjsonLib) number(L *lua.LState, b []byte, n lua.LNumber) []byte {
 	f := float64(n)
 	if math.IsInf(f, 0) || math.IsNaN(f) {
-		cjsonFail(L, n, "must not be NaN or Inf")
+		switch c.cfg.encodeInvalid {
+		case 0:
+			cjsonFail(L, n, "must not be NaN or Inf")
+		case 2:
+			return append(b, "null"...)
+		}
+		if math.IsNaN(f) {
+			return append(b, "nan"...)
+		}
+		if f < 0 {
+			return append(b, "-inf"...)
+		}
+		return append(b, "inf"...)
 	}
-	return append(b, formatG(f, 14)...)
+	return append(b, formatG(f, int(c.cfg.precision))...)
 }
 
 // jsonEscapes is the letter of each byte's short escape (\n for a
@@ -168,6 +310,7 @@ func jsonString(b []byte, s string) []byte {
 // decoding
 
 type jsonParser struct {
+	tk    ticker
 	L     *lua.LState
 	c     *cjsonLib
 	s     string
@@ -362,6 +505,7 @@ func (p *jsonParser) unicode(i int) (rune, int) {
 }
 
 func (p *jsonParser) value(t jsonTok) lua.LValue {
+	p.tk.tick(p.L)
 	switch t.kind {
 	case "T_STRING", "T_NUMBER", "T_BOOLEAN", "T_NULL":
 		return t.v
@@ -420,7 +564,8 @@ func (p *jsonParser) value(t jsonTok) lua.LValue {
 
 func (p *jsonParser) descend(t jsonTok) {
 	p.depth++
-	if p.depth > 1000 {
+	checkContext(p.L)
+	if int64(p.depth) > p.c.cfg.decodeMaxDepth {
 		p.L.RaiseError("Found too many nested data structures (%d) at character %d", p.depth, t.index+1)
 	}
 }

@@ -12,9 +12,9 @@ import (
 // with keys 1..n as arrays, others as maps; tables nested past 16 levels
 // as nil.
 
-func openCmsgpack(L *lua.LState) *lua.LTable {
+func openCmsgpack(L *lua.LState, lim *limits) *lua.LTable {
 	t := L.NewTable()
-	t.RawSetString("pack", L.NewFunction(mpPack))
+	t.RawSetString("pack", L.NewFunction(func(L *lua.LState) int { return mpPack(L, lim) }))
 	t.RawSetString("unpack", L.NewFunction(func(L *lua.LState) int { return mpUnpack(L, 0, 0) }))
 	t.RawSetString("unpack_one", L.NewFunction(func(L *lua.LState) int {
 		return mpUnpack(L, 1, L.OptInt(2, 0))
@@ -29,20 +29,34 @@ func openCmsgpack(L *lua.LState) *lua.LTable {
 	return t
 }
 
-func mpPack(L *lua.LState) int {
+// mpEncoder is one cmsgpack.pack call: a table reached many times is
+// encoded each time, so the output is bounded by the memory limit, and
+// the encoding stops when the run ends.
+type mpEncoder struct {
+	L   *lua.LState
+	lim *limits
+	tk  ticker
+}
+
+func mpPack(L *lua.LState, lim *limits) int {
 	n := L.GetTop()
 	if n == 0 {
 		L.ArgError(0, "MessagePack pack needs input.")
 	}
+	enc := &mpEncoder{L: L, lim: lim}
 	var b []byte
 	for i := 1; i <= n; i++ {
-		b = mpEncode(b, L.Get(i), 0)
+		b = enc.encode(b, L.Get(i), 0)
 	}
 	L.Push(lua.LString(b))
 	return 1
 }
 
-func mpEncode(b []byte, v lua.LValue, level int) []byte {
+func (enc *mpEncoder) encode(b []byte, v lua.LValue, level int) []byte {
+	enc.tk.tick(enc.L)
+	if int64(len(b)) > enc.lim.maxBytes() {
+		outOfMemory(enc.L)
+	}
 	switch v := v.(type) {
 	case lua.LString:
 		return mpBytes(b, string(v))
@@ -69,7 +83,7 @@ func mpEncode(b []byte, v lua.LValue, level int) []byte {
 		if n, ok := mpArrayLen(v); ok {
 			b = mpHeader(b, 0x90, 0xdc, 0xdd, n)
 			for i := 1; i <= n; i++ {
-				b = mpEncode(b, v.RawGetInt(i), level+1)
+				b = enc.encode(b, v.RawGetInt(i), level+1)
 			}
 			return b
 		}
@@ -77,8 +91,8 @@ func mpEncode(b []byte, v lua.LValue, level int) []byte {
 		forEach(v, func(_, _ lua.LValue) { n++ })
 		b = mpHeader(b, 0x80, 0xde, 0xdf, n)
 		forEach(v, func(k, val lua.LValue) {
-			b = mpEncode(b, k, level+1)
-			b = mpEncode(b, val, level+1)
+			b = enc.encode(b, k, level+1)
+			b = enc.encode(b, val, level+1)
 		})
 		return b
 	}
@@ -158,10 +172,21 @@ func mpInt(b []byte, n int64) []byte {
 }
 
 type mpCursor struct {
-	L   *lua.LState
-	b   string
-	p   int
-	err string
+	L     *lua.LState
+	b     string
+	p     int
+	err   string
+	depth int
+	tk    ticker
+}
+
+// nest enters an array or a map: as deep as Lua's stack lets Redis's
+// cmsgpack go.
+func (c *mpCursor) nest(fn string) {
+	c.depth++
+	if c.depth+c.L.GetTop() > MaxResults {
+		c.L.RaiseError("stack overflow (in function %s)", fn)
+	}
 }
 
 func (c *mpCursor) need(n int) bool {
@@ -186,6 +211,9 @@ func mpUnpack(L *lua.LState, limit, offset int) int {
 	c := &mpCursor{L: L, b: s, p: offset}
 	var out []lua.LValue
 	for cnt := 0; c.p < len(s) && cnt < limit; cnt++ {
+		if len(out)+L.GetTop()+1 > MaxResults {
+			L.RaiseError("stack overflow (in function mp_unpack_full)")
+		}
 		v := c.decode()
 		if c.err != "" {
 			L.RaiseError("%s", c.err)
@@ -207,6 +235,7 @@ func mpUnpack(L *lua.LState, limit, offset int) int {
 }
 
 func (c *mpCursor) decode() lua.LValue {
+	c.tk.tick(c.L)
 	if !c.need(1) {
 		return lua.LNil
 	}
@@ -339,6 +368,8 @@ func (c *mpCursor) str(hdr, n int) lua.LValue {
 }
 
 func (c *mpCursor) array(n int) lua.LValue {
+	c.nest("mp_decode_to_lua_array")
+	defer func() { c.depth-- }()
 	t := c.L.NewTable()
 	for i := 1; i <= n && c.err == ""; i++ {
 		t.RawSetInt(i, c.decode())
@@ -347,6 +378,8 @@ func (c *mpCursor) array(n int) lua.LValue {
 }
 
 func (c *mpCursor) hash(n int) lua.LValue {
+	c.nest("mp_decode_to_lua_hash")
+	defer func() { c.depth-- }()
 	t := c.L.NewTable()
 	for i := 0; i < n && c.err == ""; i++ {
 		k := c.decode()

@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -102,14 +103,27 @@ type Engine struct {
 
 	randMu sync.Mutex
 	rand   lrand48
+
+	lim limits
+	dog watchdog
 }
 
 // New returns an empty script cache.
 func New() *Engine {
 	e := &Engine{scripts: map[string]*lua.FunctionProto{}, states: make(chan *state, 64)}
 	e.rand.x = [3]uint32{0x330E, 0xABCD, 0x1234} // where Redis's rand.c starts (math.random is not reseeded per script in 7.0)
+	e.lim.memory.Store(DefaultMemoryLimit)
+	e.dog.lim = &e.lim
 	return e
 }
+
+// SetMemoryLimit sets the most a run may grow the process's live heap
+// by, which is also the largest value one built-in may make (bytes; 0:
+// no limit). A run past it ends with "not enough memory".
+func (e *Engine) SetMemoryLimit(bytes int64) { e.lim.memory.Store(bytes) }
+
+// MemoryLimit is the limit SetMemoryLimit set.
+func (e *Engine) MemoryLimit() int64 { return e.lim.memory.Load() }
 
 // SHA1 is Redis's name for a script: the hex SHA1 of its text.
 func SHA1(src []byte) string {
@@ -242,10 +256,10 @@ type Running struct {
 	after  time.Duration
 	wrote  bool
 	killed bool
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 }
 
-func (r *Running) begin(cancel context.CancelFunc, after time.Duration) {
+func (r *Running) begin(cancel context.CancelCauseFunc, after time.Duration) {
 	r.mu.Lock()
 	r.active, r.start, r.after, r.wrote, r.killed, r.cancel = true, time.Now(), after, false, false, cancel
 	r.mu.Unlock()
@@ -301,7 +315,7 @@ func (r *Running) Kill() error {
 		return &RunError{ErrUnkillable}
 	}
 	r.killed = true
-	r.cancel()
+	r.cancel(nil)
 	return nil
 }
 
@@ -314,7 +328,7 @@ type run struct {
 	argbuf [][]byte
 }
 
-func (e *Engine) run(ctx context.Context, sha string, p *lua.FunctionProto, keys, args [][]byte, c Caller, o *Options) (Reply, error) {
+func (e *Engine) run(ctx context.Context, sha string, p *lua.FunctionProto, keys, args [][]byte, c Caller, o *Options) (reply Reply, err error) {
 	if o == nil {
 		o = &Options{}
 	}
@@ -324,40 +338,76 @@ func (e *Engine) run(ctx context.Context, sha string, p *lua.FunctionProto, keys
 	default:
 		st = e.newState()
 	}
-	L := st.L
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	if o.Running != nil {
 		o.Running.begin(cancel, o.BusyAfter)
 	}
+	w := &watched{cancel: cancel}
+	e.dog.add(w)
+	defer e.dog.remove(w)
+	healthy := false
+	defer func() {
+		// A Go panic inside the interpreter (gopher-lua's or a built-in's)
+		// is the script's error, and its interpreter is dropped: its
+		// stacks may be left in any state.
+		if r := recover(); r != nil {
+			if o.Running != nil {
+				o.Running.end()
+			}
+			reply, err = Reply{}, &RunError{"ERR Error running script " + sha + ", " + sanitize(fmt.Sprint(r))}
+			return
+		}
+		st.reset()
+		if !healthy {
+			return
+		}
+		select {
+		case e.states <- st:
+		default: // enough idle interpreters
+		}
+	}()
+	L := st.L
 	st.run = &run{e: e, caller: c, log: o.Log}
 	st.globals.RawSetString("KEYS", stringArray(L, keys))
 	st.globals.RawSetString("ARGV", stringArray(L, args))
 	L.SetContext(ctx)
 	fn := L.NewFunctionFromProto(p)
 	L.Push(fn)
-	err := L.PCall(0, 1, st.handler)
+	err = L.PCall(0, 1, st.handler)
 	L.RemoveContext()
 	killed := ctx.Err() != nil
 	if o.Running != nil {
 		killed = o.Running.end() || killed
 	}
-	var reply Reply
-	if err == nil {
-		reply = toReply(L, L.Get(-1), st.run.resp3, 0)
+	healthy = true
+	if ae, ok := err.(*lua.ApiError); ok && ae.Type == lua.ApiErrorPanic {
+		healthy = false // a Go panic that PCall caught: drop the interpreter
+	}
+	switch {
+	case w.memoryEnded.Load():
+		err = &RunError{"ERR Error running script " + sha + ", " + errMemory.Error()}
+	case err == nil:
+		var ok bool
+		reply, ok = toReplyBounded(L, L.Get(-1), st.run.resp3, e.lim.maxBytes())
 		L.Pop(1)
-	} else {
+		if !ok {
+			reply, err = Reply{}, &RunError{"ERR Error running script " + sha + ", " + errMemory.Error()}
+		}
+	default:
 		err = runError(err, sha, killed)
 	}
+	return reply, err
+}
+
+// reset clears what a run left: its globals, the settings it changed.
+func (st *state) reset() {
 	st.run = nil
 	st.globals.RawSetString("KEYS", lua.LNil)
 	st.globals.RawSetString("ARGV", lua.LNil)
-	L.SetTop(0)
-	select {
-	case e.states <- st:
-	default: // enough idle interpreters
-	}
-	return reply, err
+	st.cjson.reset()
+	st.L.RemoveContext()
+	st.L.SetTop(0)
 }
 
 // runError is Redis's text for a script that raised err: the error
@@ -378,7 +428,7 @@ func runError(err error, sha string, killed bool) error {
 		}
 		return &RunError{sanitize("ERR Error running script " + sha + ", " + msg)}
 	}
-	msg := "(null)"
+	msg := "ERR unknown error"
 	if s, ok := t.RawGetString("err").(lua.LString); ok {
 		msg = string(s)
 	}

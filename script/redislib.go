@@ -181,14 +181,34 @@ func toLua(L *lua.LState, r Reply) lua.LValue {
 // itself); Redis stops at its Lua stack limit the same way.
 const maxDepth = 1000
 
-// toReply converts a script's return value by Redis's rules; resp3 is
-// the script's protocol (redis.setresp).
-func toReply(L *lua.LState, v lua.LValue, resp3 bool, depth int) Reply {
+// toReplyBounded converts a script's return value by Redis's rules; resp3
+// is the script's protocol (redis.setresp). ok is false when the reply
+// would take more than maxBytes (a table that holds the same table many
+// times expands each time).
+func toReplyBounded(L *lua.LState, v lua.LValue, resp3 bool, maxBytes int64) (r Reply, ok bool) {
+	c := &replyConv{budget: maxBytes}
+	r = c.toReply(L, v, resp3, 0)
+	return r, c.budget >= 0
+}
+
+type replyConv struct{ budget int64 }
+
+// charge takes n bytes from the budget and reports whether any is left.
+func (c *replyConv) charge(n int) bool {
+	c.budget -= int64(n)
+	return c.budget >= 0
+}
+
+func (c *replyConv) toReply(L *lua.LState, v lua.LValue, resp3 bool, depth int) Reply {
+	if !c.charge(16) {
+		return Reply{Kind: Null}
+	}
 	if depth > maxDepth {
 		return Reply{Kind: Error, Str: "ERR reached lua stack limit"}
 	}
 	switch v := v.(type) {
 	case lua.LString:
+		c.charge(len(v))
 		return Reply{Kind: Bulk, Str: string(v)}
 	case lua.LBool:
 		switch {
@@ -223,24 +243,24 @@ func toReply(L *lua.LState, v lua.LValue, resp3 bool, depth int) Reply {
 		if m, ok := v.RawGetString("map").(*lua.LTable); ok {
 			r := Reply{Kind: Map}
 			forEach(m, func(k, val lua.LValue) {
-				r.Elems = append(r.Elems, toReply(L, k, resp3, depth+1), toReply(L, val, resp3, depth+1))
+				r.Elems = append(r.Elems, c.toReply(L, k, resp3, depth+1), c.toReply(L, val, resp3, depth+1))
 			})
 			return r
 		}
 		if s, ok := v.RawGetString("set").(*lua.LTable); ok {
 			r := Reply{Kind: Set}
 			forEach(s, func(k, _ lua.LValue) {
-				r.Elems = append(r.Elems, toReply(L, k, resp3, depth+1))
+				r.Elems = append(r.Elems, c.toReply(L, k, resp3, depth+1))
 			})
 			return r
 		}
 		r := Reply{Kind: Array, Elems: []Reply{}}
-		for i := 1; ; i++ {
+		for i := 1; c.budget >= 0; i++ {
 			e := v.RawGetInt(i)
 			if e == lua.LNil {
 				break
 			}
-			r.Elems = append(r.Elems, toReply(L, e, resp3, depth+1))
+			r.Elems = append(r.Elems, c.toReply(L, e, resp3, depth+1))
 		}
 		return r
 	}

@@ -13,6 +13,11 @@ type state struct {
 	globals *lua.LTable // the real global table, behind a read-only proxy
 	handler *lua.LFunction
 	run     *run
+	cjson   *cjsonLib
+	// globalsProxy is what scripts see as _G; globalsMeta and stringMeta
+	// are the read-only views getmetatable gives of the globals' and the
+	// strings' metatables.
+	globalsProxy, globalsMeta, stringMeta *lua.LTable
 	// protected maps every read-only proxy to the table it shows, and
 	// each such table to itself.
 	protected map[*lua.LTable]*lua.LTable
@@ -22,11 +27,11 @@ type state struct {
 // less getfenv, setfenv and newproxy, which 7.0.15 removed), besides the
 // libraries this package builds itself.
 var baseAllowed = []string{
-	"xpcall", "tostring", "getfenv", "setmetatable", "next", "assert",
+	"xpcall", "tostring", "setmetatable", "next", "assert",
 	"tonumber", "rawequal", "collectgarbage", "getmetatable", "rawset",
 	"pcall", "coroutine", "type", "select", "unpack", "gcinfo", "pairs",
 	"rawget", "loadstring", "ipairs", "_VERSION", "load", "error",
-	"string", "math", "table",
+	"math",
 }
 
 func (e *Engine) newState() *state {
@@ -56,10 +61,19 @@ func (e *Engine) newState() *state {
 	for _, name := range baseAllowed {
 		g.RawSetString(name, L.GetGlobal(name))
 	}
+	g.RawSetString("string", openString(L, &e.lim, L.GetGlobal("string").(*lua.LTable)))
+	g.RawSetString("table", openTable(L, &e.lim, L.GetGlobal("table").(*lua.LTable)))
+	coroutine := L.NewTable()
+	L.GetGlobal("coroutine").(*lua.LTable).ForEach(func(k, v lua.LValue) { coroutine.RawSet(k, v) })
+	g.RawSetString("coroutine", coroutine)
 	g.RawSetString("tostring", L.NewFunction(luaToString))
 	g.RawSetString("tonumber", L.NewFunction(luaToNumber))
 	g.RawSetString("error", L.NewFunction(luaErrorFn))
 	g.RawSetString("pcall", L.NewFunction(luaPcall))
+	g.RawSetString("xpcall", L.NewFunction(luaXpcall))
+	g.RawSetString("unpack", L.NewFunction(luaUnpack))
+	g.RawSetString("loadstring", L.NewFunction(luaLoadString))
+	g.RawSetString("load", L.NewFunction(luaLoad))
 	g.RawSetString("collectgarbage", L.NewFunction(luaCollectGarbage))
 	g.RawSetString("gcinfo", L.NewFunction(func(L *lua.LState) int { L.Push(lua.LNumber(0)); return 1 }))
 	g.RawSetString("pairs", L.NewFunction(st.luaPairs))
@@ -67,24 +81,37 @@ func (e *Engine) newState() *state {
 	g.RawSetString("rawget", L.NewFunction(st.luaRawGet))
 	g.RawSetString("rawset", L.NewFunction(st.luaRawSet))
 	g.RawSetString("setmetatable", L.NewFunction(st.luaSetMetatable))
+	g.RawSetString("getmetatable", L.NewFunction(st.luaGetMetatable))
 
-	math := g.RawGetString("math").(*lua.LTable)
+	math := L.NewTable()
+	g.RawGetString("math").(*lua.LTable).ForEach(func(k, v lua.LValue) { math.RawSet(k, v) })
 	math.RawSetString("random", L.NewFunction(e.luaRandom))
 	math.RawSetString("randomseed", L.NewFunction(e.luaRandomSeed))
+	g.RawSetString("math", math)
 
 	g.RawSetString("redis", st.redisLib())
-	g.RawSetString("cjson", openCjson(L))
+	st.cjson = newCjson(L, &e.lim)
+	g.RawSetString("cjson", st.cjson.table(L))
 	g.RawSetString("bit", openBit(L))
 	g.RawSetString("struct", openStruct(L))
-	g.RawSetString("cmsgpack", openCmsgpack(L))
+	g.RawSetString("cmsgpack", openCmsgpack(L, &e.lim))
 
 	// Every library table is read-only: scripts see a proxy that reads
 	// through to it and refuses writes.
 	for _, name := range []string{"string", "math", "table", "coroutine", "redis", "cjson", "bit", "struct", "cmsgpack"} {
 		g.RawSetString(name, st.protect(g.RawGetString(name).(*lua.LTable)))
 	}
+	// Strings index the string library through a metatable of their own,
+	// read-only like the library (gopher-lua makes the library itself
+	// the metatable, so a script could change every string's methods).
+	smt := L.NewTable()
+	smt.RawSetString("__index", g.RawGetString("string"))
+	L.SetMetatable(lua.LString(""), smt)
+	st.stringMeta = st.protect(smt)
+
 	g.RawSetString("__redis__err__handler", L.NewFunction(func(L *lua.LState) int { L.SetTop(1); return 1 }))
 	proxy := st.protect(g)
+	st.globalsProxy = proxy
 	g.RawSetString("_G", proxy)
 	// Reading a global that does not exist is an error.
 	gmt := L.NewTable()
@@ -93,7 +120,11 @@ func (e *Engine) newState() *state {
 		return 0
 	}))
 	L.SetMetatable(g, gmt)
+	st.globalsMeta = st.protect(gmt)
 
+	// Nothing else of the interpreter's own globals stays reachable: the
+	// functions made above keep them as their environment (getfenv is
+	// gone, and so is every other way to read a function's environment).
 	L.Env = proxy
 	L.G.Global = proxy
 	st.globals = g
@@ -167,6 +198,31 @@ func (st *state) luaRawSet(L *lua.LState) int {
 	return 1
 }
 
+// luaGetMetatable is getmetatable that never hands out a metatable the
+// sandbox depends on: the globals' and the strings' come as read-only
+// views, a library table has none (as in Redis, where they are plain
+// read-only tables), and a script's own tables answer as in Lua 5.1
+// (__metatable first).
+func (st *state) luaGetMetatable(L *lua.LState) int {
+	v := L.CheckAny(1)
+	switch v := v.(type) {
+	case lua.LString:
+		L.Push(st.stringMeta)
+		return 1
+	case *lua.LTable:
+		if v == st.globalsProxy || v == st.globals {
+			L.Push(st.globalsMeta)
+			return 1
+		}
+		if st.protected[v] != nil {
+			L.Push(lua.LNil)
+			return 1
+		}
+	}
+	L.Push(L.GetMetatable(v))
+	return 1
+}
+
 func (st *state) luaSetMetatable(L *lua.LState) int {
 	t := L.CheckTable(1)
 	if st.protected[t] != nil {
@@ -189,6 +245,12 @@ func (st *state) luaSetMetatable(L *lua.LState) int {
 // caller's line when a Go function raised it).
 func (st *state) errHandler(L *lua.LState) int {
 	obj := L.Get(1)
+	if obj == lua.LString(errMemory.Error()) {
+		// Lua 5.1 calls no handler for a memory error: the script's
+		// error is the bare text.
+		L.Push(obj)
+		return 1
+	}
 	dbg, ok := L.GetStack(1)
 	if ok {
 		if _, err := L.GetInfo("S", dbg, lua.LNil); err != nil || dbg.What == "G" {
@@ -262,6 +324,7 @@ func luaPcall(L *lua.LState) int {
 	}
 	err := L.PCall(n-1, lua.MultRet, nil)
 	if err != nil {
+		checkContext(L) // a killed script's error is not for pcall to catch
 		var obj lua.LValue = lua.LString(err.Error())
 		if ae, ok := err.(*lua.ApiError); ok {
 			obj = ae.Object
@@ -273,6 +336,27 @@ func luaPcall(L *lua.LState) int {
 			case lua.LNumber:
 				obj = lua.LString(formatNumber(e))
 			}
+		}
+		L.SetTop(0)
+		L.Push(lua.LFalse)
+		L.Push(obj)
+		return 2
+	}
+	L.Insert(lua.LTrue, 1)
+	return L.GetTop()
+}
+
+// luaXpcall is xpcall that lets a killed script's error through.
+func luaXpcall(L *lua.LState) int {
+	fn := L.CheckFunction(1)
+	handler := L.CheckFunction(2)
+	L.SetTop(0)
+	L.Push(fn)
+	if err := L.PCall(0, lua.MultRet, handler); err != nil {
+		checkContext(L)
+		var obj lua.LValue = lua.LString(err.Error())
+		if ae, ok := err.(*lua.ApiError); ok {
+			obj = ae.Object
 		}
 		L.SetTop(0)
 		L.Push(lua.LFalse)
@@ -353,7 +437,7 @@ func (e *Engine) luaRandom(L *lua.LState) int {
 }
 
 func (e *Engine) luaRandomSeed(L *lua.LState) int {
-	v := int32(L.CheckInt(1))
+	v := int32(checkInteger(L, 1, "randomseed")) // luaL_checkint: a numeric string converts
 	e.randMu.Lock()
 	e.rand.seed(v)
 	e.randMu.Unlock()

@@ -187,6 +187,9 @@ func structUnpack(L *lua.LState) int {
 		if size > len(data) || pos > len(data)-size {
 			L.ArgError(2, "data string too short")
 		}
+		if L.GetTop()+len(out)+2 > MaxResults {
+			L.RaiseError("stack overflow (too many results)")
+		}
 		switch opt {
 		case 'b', 'B', 'h', 'H', 'l', 'L', 'T', 'i', 'I':
 			var v uint64
