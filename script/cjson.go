@@ -23,15 +23,15 @@ type cjsonLib struct {
 }
 
 type cjsonConfig struct {
-	sparseConvert   bool
-	sparseRatio     int64
-	sparseSafe      int64
-	encodeMaxDepth  int64
-	decodeMaxDepth  int64
-	precision       int64
-	keepBuffer      bool
-	encodeInvalid   int // 0 off, 1 on, 2 null
-	decodeInvalid   bool
+	sparseConvert  bool
+	sparseRatio    int64
+	sparseSafe     int64
+	encodeMaxDepth int64
+	decodeMaxDepth int64
+	precision      int64
+	keepBuffer     bool
+	encodeInvalid  int // 0 off, 1 on, 2 null
+	decodeInvalid  bool
 }
 
 var cjsonDefaults = cjsonConfig{sparseRatio: 2, sparseSafe: 10, encodeMaxDepth: 1000, decodeMaxDepth: 1000, precision: 14, keepBuffer: true}

@@ -17,7 +17,7 @@ import (
 // matcher has neither.
 
 const (
-	maxCaptures   = 32  // LUA_MAXCAPTURES
+	maxCaptures   = 32 // LUA_MAXCAPTURES
 	maxMatchDepth = 10000
 	capUnfinished = -1
 	capPosition   = -2

@@ -486,7 +486,7 @@ func (s formatSpec) intDigits(d string) string {
 func (s formatSpec) appendInt(b []byte, n int64) []byte {
 	var d string
 	if n < 0 {
-		d = strconv.FormatUint(uint64(-(n + 1))+1, 10)
+		d = strconv.FormatUint(uint64(-(n+1))+1, 10)
 	} else {
 		d = strconv.FormatInt(n, 10)
 	}
