@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"math/rand/v2"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 
@@ -45,108 +43,6 @@ func appendRequests(dst []byte, reqs []engine.Request) []byte {
 	return dst
 }
 
-// fillFields sets every field of the struct v points to a distinct non-zero
-// value, and fails on a field type it does not know, so that a new field of
-// a new type is noticed too.
-func fillFields(t *testing.T, v reflect.Value, rng *rand.Rand) {
-	t.Helper()
-	v = v.Elem()
-	for i := range v.NumField() {
-		f := v.Field(i)
-		name := v.Type().Field(i).Name
-		switch f.Kind() {
-		case reflect.Bool:
-			f.SetBool(true)
-		case reflect.Uint8, reflect.Uint16:
-			f.SetUint(uint64(1 + rng.IntN(200)))
-		case reflect.Int64:
-			x := rng.Int64()
-			if rng.IntN(2) == 0 {
-				x = -x
-			}
-			f.SetInt(x)
-		case reflect.Slice:
-			if f.Type().Elem().Kind() != reflect.Uint8 {
-				t.Fatalf("field %s: unhandled slice type %s", name, f.Type())
-			}
-			b := make([]byte, 1+rng.IntN(40))
-			for j := range b {
-				b[j] = byte(rng.IntN(256))
-			}
-			f.SetBytes(b)
-		case reflect.String:
-			b := make([]byte, 1+rng.IntN(40))
-			for j := range b {
-				b[j] = byte(rng.IntN(256))
-			}
-			f.SetString(string(b))
-		case reflect.Interface:
-			// Result.Err: set separately; Request.Cmd: OpCmd only.
-		default:
-			t.Fatalf("field %s: unhandled kind %s: teach the encoding (and this test) about it", name, f.Kind())
-		}
-	}
-}
-
-// TestRequestEncodingCarriesEveryField fails when engine.Request gains a
-// field the log entry encoding does not carry: every field is set to a
-// non-zero value and must survive the round trip. A new field needs a new
-// command type (entry.go) and an update of the list below.
-func abs64(x int64) int64 {
-	if x < 0 {
-		if x == -x { // MinInt64
-			return 0
-		}
-		return -x
-	}
-	return x
-}
-
-func TestRequestEncodingCarriesEveryField(t *testing.T) {
-	// Cmd travels in OpCmd requests only, as the command's own encoding
-	// (kv.Append): kv_entry_test.go round-trips those.
-	want := []string{"Cmd", "Cost", "Interval", "Key", "Limit", "Op", "ReadOnly", "Scaled", "Tiers", "Window"} // sorted
-	var got []string
-	rt := reflect.TypeOf(engine.Request{})
-	for i := range rt.NumField() {
-		got = append(got, rt.Field(i).Name)
-	}
-	slices.Sort(got)
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("engine.Request fields are %v; the log encoding carries %v: extend appendRequest/decoder.request and add a command type", got, want)
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range 200 {
-		var reqs []engine.Request
-		for range 1 + rng.IntN(5) {
-			var r engine.Request
-			fillFields(t, reflect.ValueOf(&r), rng)
-			r.ReadOnly = rng.IntN(2) == 0
-			// Keep every field non-zero but within engine.Validate's bounds:
-			// the decoder refuses requests no constructor builds.
-			r.Op = engine.OpFixed
-			r.Limit = 1 + abs64(r.Limit)%engine.MaxLimit
-			r.Window = 1 + abs64(r.Window)%engine.MaxDuration
-			r.Cost = abs64(r.Cost)
-			r.Tiers = 0
-			reqs = append(reqs, r)
-		}
-		// One all-or-nothing group of them all (entry.Batch carries Tiers
-		// and Scaled; batchV1, which cannot, is only read).
-		reqs[0].Tiers = uint16(len(reqs))
-		buf := entry.AppendHeader(nil, entry.Batch, rng.Int64())
-		buf = appendUvarintCount(buf, len(reqs))
-		buf = entry.AppendRequests(buf, reqs, nil)
-		e, err := entry.Decode(buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(e.Reqs, reqs) {
-			t.Fatalf("round trip:\n got %+v\nwant %+v", e.Reqs, reqs)
-		}
-	}
-}
-
 func appendUvarintCount(dst []byte, n int) []byte {
 	d := make([]byte, 0, 10)
 	for v := uint64(n); ; v >>= 7 {
@@ -157,64 +53,6 @@ func appendUvarintCount(dst []byte, n int) []byte {
 		d = append(d, byte(v)|0x80)
 	}
 	return append(dst, d...)
-}
-
-// TestResultEncodingCarriesEveryField: the same for forwarded results.
-func TestResultEncodingCarriesEveryField(t *testing.T) {
-	want := []string{"Err", "Allowed", "Limit", "Remaining", "RetryAfter", "ResetAfter", "Delay", "Queued", "Value", "Kind", "Reply"}
-	var got []string
-	rt := reflect.TypeOf(engine.Result{})
-	for i := range rt.NumField() {
-		got = append(got, rt.Field(i).Name)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("engine.Result fields are %v; the forward encoding carries %v: extend appendResult/decoder.result", got, want)
-	}
-	rng := rand.New(rand.NewPCG(3, 4))
-	var res []engine.Result
-	for i := range 50 {
-		var r engine.Result
-		fillFields(t, reflect.ValueOf(&r), rng)
-		r.Err = resultErrs[i%len(resultErrs)]
-		res = append(res, r)
-	}
-	back, err := decodeResults(appendResults(nil, res))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(back, res) {
-		t.Fatalf("round trip:\n got %+v\nwant %+v", back, res)
-	}
-	if back, _ := decodeResults(appendResults(nil, []engine.Result{{Err: engine.ErrBadRecord}})); back[0].Err != errUnknownResult {
-		t.Fatalf("unlisted error decoded as %v", back[0].Err)
-	}
-}
-
-func TestDecodeEntryRejectsCorrupt(t *testing.T) {
-	r, _ := engine.TokenBucket([]byte("k"), 10, 1, 1)
-	good := entry.AppendHeader(nil, batchV1, 5)
-	good = appendUvarintCount(good, 1)
-	good = appendRequest(good, &r)
-	if _, err := entry.Decode(good); err != nil {
-		t.Fatal(err)
-	}
-	for i := range len(good) {
-		if _, err := entry.Decode(good[:i]); err == nil {
-			t.Fatalf("truncated to %d bytes: decoded", i)
-		}
-	}
-	cases := map[string][]byte{
-		"empty":         nil,
-		"unknown type":  append([]byte{99}, good[1:]...),
-		"trailing":      append(bytes.Clone(good), 0),
-		"huge count":    append(entry.AppendHeader(nil, batchV1, 5), 0xff, 0xff, 0xff, 0xff, 0x0f),
-		"flush payload": append(entry.AppendHeader(nil, entry.Flush, 5), 1),
-	}
-	for name, b := range cases {
-		if _, err := entry.Decode(b); err == nil {
-			t.Errorf("%s: decoded", name)
-		}
-	}
 }
 
 func batchEntry(now int64, reqs ...engine.Request) []byte {

@@ -21,4 +21,16 @@
 // Errors: ErrNoLeader (CLUSTERDOWN) and ErrNotAppended (TRYAGAIN) guarantee
 // the command was not appended and may be retried; ErrUnknownOutcome
 // (UNKNOWN) means it may have been applied. See DESIGN.md.
+//
+// Its parts with one job each are packages of their own: cluster/entry
+// is the codec of the log's entries (what the leader writes and every
+// replica decodes), cluster/ownership the slot directory and a data
+// group's slot-move state (what the meta group and slot moves decide);
+// this package proposes, forwards and applies them.
+//
+// # Usage
+//
+//	n, err := cluster.Open(cluster.Config{NodeID: "a", RaftAddr: "127.0.0.1:7000", Dir: dir, Peers: peers}, eng)
+//	defer n.Close()
+//	err = n.Do(ctx, reqs, res) // on any node: appended, committed and applied, or an error above
 package cluster

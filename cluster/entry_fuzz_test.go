@@ -20,15 +20,16 @@ import (
 
 // FuzzDecodeEntry gives arbitrary bytes to the log entry decoder. The FSM
 // panics on an entry that does not decode (by design: a replica that cannot
-// apply the log halts), so the error-returning decodeEntry beneath it is
+// apply the log halts), so the error-returning entry.Decode beneath it is
 // fuzzed, along with the forwarding decoders that share its code
-// (decodeRequests validates forwarded batches before they reach the log;
-// decodeResults reads the leader's replies on a follower):
+// (entry.DecodeV1Requests and entry.DecodeRequests validate forwarded
+// batches before they reach the log; decodeResults reads the leader's
+// replies on a follower):
 //
 //   - no input panics a decoder; a refusal is entry.ErrCorrupt;
 //   - an accepted entry re-encodes to an entry that decodes the same;
 //   - every request an accepted entry holds is one the engine's
-//     constructors could have built. decodeRequests is the only check
+//     constructors could have built. The request decoder is the only check
 //     between a forwarded batch and the log, and the engine trusts its
 //     requests (they are built by validating constructors): a request that
 //     no constructor builds can panic a shard on every replica;
@@ -65,7 +66,7 @@ func FuzzDecodeEntry(f *testing.F) {
 	for _, seed := range policyFuzzSeeds() { // policy_test.go
 		f.Add(seed)
 	}
-	f.Add(kvFuzzSeed(f)) // data commands and a transaction (kv_entry_test.go)
+	f.Add(kvFuzzSeed(f)) // data commands and a transaction (kv_test.go)
 	f.Add(appendResults(nil, []engine.Result{{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 1e9, Err: engine.ErrWrongType}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// The forwarding decoders: no panic, and only entry.ErrCorrupt.
@@ -74,23 +75,27 @@ func FuzzDecodeEntry(f *testing.F) {
 		}
 		if count, n := binary.Uvarint(data); n > 0 {
 			if _, err := entry.DecodeV1Requests(data[n:], count); err != nil && !errors.Is(err, entry.ErrCorrupt) {
-				t.Fatalf("decodeRequests: %v is not entry.ErrCorrupt", err)
+				t.Fatalf("entry.DecodeV1Requests: %v is not entry.ErrCorrupt", err)
+			}
+			if _, _, err := entry.DecodeRequests(data[n:], count, nil); err != nil && !errors.Is(err, entry.ErrCorrupt) {
+				t.Fatalf("entry.DecodeRequests: %v is not entry.ErrCorrupt", err)
 			}
 		}
 
 		e, err := entry.Decode(data)
 		if err != nil {
 			if !errors.Is(err, entry.ErrCorrupt) {
-				t.Fatalf("decodeEntry: %v is not entry.ErrCorrupt", err)
+				t.Fatalf("entry.Decode: %v is not entry.ErrCorrupt", err)
 			}
 			return
 		}
 		again := entry.AppendHeader(nil, e.Type, e.NowNanos)
-		if e.Type == batchV1 {
+		switch {
+		case e.V1: // a batch in the first request encoding (old logs)
+			again = entry.AppendHeader(nil, batchV1, e.NowNanos)
 			again = binary.AppendUvarint(again, uint64(len(e.Reqs)))
 			again = appendRequests(again, e.Reqs)
-		}
-		if isPolicyEntry(e.Type) { // entry.Batch and the policy entries (policy_test.go)
+		case isPolicyEntry(e.Type): // batches and the policy entries (policy_test.go)
 			again = reencodePolicyEntry(again, &e)
 		}
 		if e.Type == entry.Evict { // maxmemory (memory.go)
@@ -103,7 +108,7 @@ func FuzzDecodeEntry(f *testing.F) {
 			again = append([]byte{entry.NoCreate}, again...)
 		}
 		e2, err := entry.Decode(again)
-		if err != nil || !entryFuzzSame(e, e2) || e.NoCreate != e2.NoCreate || e.Evict != e2.Evict || !bytes.Equal(e.Op, e2.Op) {
+		if err != nil || !entryFuzzSame(e, e2) || e.V1 != e2.V1 || e.NoCreate != e2.NoCreate || e.Evict != e2.Evict || !bytes.Equal(e.Op, e2.Op) {
 			t.Fatalf("entry %+v re-encodes to %x, which decodes to %+v, %v", e, again, e2, err)
 		}
 		for i := range e.Reqs {
@@ -111,7 +116,7 @@ func FuzzDecodeEntry(f *testing.F) {
 				continue // a policy request: the FSM resolves it with a policy's constructor
 			}
 			if why := entryFuzzUnbuildable(&e.Reqs[i]); why != "" {
-				t.Fatalf("decodeEntry accepts request %d %+v, which no engine constructor builds (%s): "+
+				t.Fatalf("entry.Decode accepts request %d %+v, which no engine constructor builds (%s): "+
 					"a forwarded batch holding it passes handleForward's check, reaches the log, "+
 					"and the FSM applies it on every replica", i, e.Reqs[i], why)
 			}
@@ -216,7 +221,7 @@ func entryFuzzApply(t *testing.T, data []byte) {
 // FuzzDecodeEntry mean end to end: a follower (or anything that can reach
 // the cluster port) forwards a batch whose request decodes but is not one
 // the engine's constructors build (here an unknown op). handleForward's
-// check is decodeRequests, which checks framing only, so the leader
+// check was the request decoder, which checked framing only, so the leader
 // appends the batch and applies it, and the engine panics on its shard
 // goroutine: the leader dies, and so does every replica that applies the
 // entry, on every restart. The batch must be refused (statusBadRequest)

@@ -102,7 +102,7 @@ type batchResult struct {
 	res []engine.Result
 }
 
-// lenResult is what Apply returns for a entry.Len entry.
+// lenResult is what Apply returns for an entry.Len entry.
 type lenResult struct {
 	n int
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // Data commands (package kv) in log entries and forwarded batches: an
-// OpCmd request carries the command's kv encoding (appendRequest2), which
+// OpCmd request carries the command's kv encoding (entry.AppendRequest), which
 // entry.DecodeRequests decodes and checks against the request's key and tiers
 // before the batch can reach the log; forwarded results carry the reply.
 
@@ -122,7 +122,7 @@ func sameRequest(t *testing.T, i int, got, want *engine.Request) {
 	}
 }
 
-// TestKVEntryRoundTrip: a entry.Batch entry holding data commands, a
+// TestKVEntryRoundTrip: an entry.Batch entry holding data commands, a
 // transaction and limiter requests decodes to the same requests, and the
 // forwarded-batch decoder (entry.DecodeRequests) agrees.
 func TestKVEntryRoundTrip(t *testing.T) {
@@ -377,7 +377,7 @@ func TestKVResultsRoundTrip(t *testing.T) {
 	}
 }
 
-// kvFuzzSeed is a entry.Batch entry with data commands for FuzzDecodeEntry.
+// kvFuzzSeed is an entry.Batch entry with data commands for FuzzDecodeEntry.
 func kvFuzzSeed(t testing.TB) []byte {
 	reqs := kvBatch(t)
 	b := entry.AppendHeader(nil, entry.Batch, t0)

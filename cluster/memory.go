@@ -49,7 +49,7 @@ func (n *Node) SetNoCreate(_ context.Context, on bool) error {
 // removed (INFO evicted_keys).
 func (n *Node) EvictedKeys() int64 { return n.fsm.evicted.Load() }
 
-// evictResult is what Apply returns for a entry.Evict entry.
+// evictResult is what Apply returns for an entry.Evict entry.
 type evictResult struct{ n int }
 
 // Evict proposes one eviction round on the leader and returns the keys it
@@ -82,7 +82,7 @@ func (f *fsm) setNoCreate(e *entry.Decoded, l *raft.Log) {
 	f.noCreate = e.NoCreate
 }
 
-// applyEvict applies a entry.Evict entry. Under f.mu.
+// applyEvict applies an entry.Evict entry. Under f.mu.
 func (f *fsm) applyEvict(now int64, e *entry.Decoded, l *raft.Log) any {
 	n, err := f.eng.Evict(context.Background(), now, e.Evict)
 	if err != nil {

@@ -492,15 +492,16 @@ func (n *Node) Flush(ctx context.Context) error {
 	return err
 }
 
-// applySimple applies a entry.Flush or entry.Len entry on the leader, or forwards
-// it (unless localOnly), retrying while it is certainly not appended.
-func (n *Node) applySimple(ctx context.Context, cmd byte, localOnly bool) (int, error) {
+// applySimple applies an entry.Flush or entry.Len entry (entryType) on
+// the leader, or forwards it (unless localOnly), retrying while it is
+// certainly not appended.
+func (n *Node) applySimple(ctx context.Context, entryType byte, localOnly bool) (int, error) {
 	typ := msgFlush
-	if cmd == entry.Len {
+	if entryType == entry.Len {
 		typ = msgLen
 	}
 	return applyOp(ctx, n, logOp[int]{
-		entry: func(now time.Time) []byte { return entry.AppendHeader(nil, cmd, now.UnixNano()) },
+		entry: func(now time.Time) []byte { return entry.AppendHeader(nil, entryType, now.UnixNano()) },
 		leader: func(resp any) (int, error) {
 			if lr, ok := resp.(*lenResult); ok {
 				return lr.n, nil
@@ -509,7 +510,7 @@ func (n *Node) applySimple(ctx context.Context, cmd byte, localOnly bool) (int, 
 		},
 		msg: typ,
 		forwarded: func(body []byte) (int, error) {
-			if cmd != entry.Len {
+			if entryType != entry.Len {
 				return 0, nil
 			}
 			v, k := binary.Uvarint(body)

@@ -25,7 +25,7 @@ func mustPolicy(t *testing.T, line string) *policy.Policy {
 	return p
 }
 
-// checkEntry is a entry.Batch entry of one all-or-nothing group: pairs of
+// checkEntry is an entry.Batch entry of one all-or-nothing group: pairs of
 // policy name and key, cost each.
 func checkEntry(now, cost int64, pairs ...string) []byte {
 	var reqs []engine.Request

@@ -26,14 +26,14 @@ type stateResult struct {
 // stateOp is one kind of state op: its entry and message types, and how a
 // refusal's reason travels.
 type stateOp struct {
-	cmd, msg byte
-	valid    func(op []byte) bool
-	refused  func(reason string) error
+	entryType, msg byte
+	valid          func(op []byte) bool
+	refused        func(reason string) error
 }
 
 var (
-	metaOps  = stateOp{cmd: entry.Meta, msg: msgMeta, valid: ownership.ValidOp, refused: func(r string) error { return &ownership.ErrMoveInvalid{Reason: r} }}
-	slotsOps = stateOp{cmd: entry.Slots, msg: msgSlots, valid: ownership.ValidStep, refused: func(string) error { return ownership.ErrMoveRefused }}
+	metaOps  = stateOp{entryType: entry.Meta, msg: msgMeta, valid: ownership.ValidOp, refused: func(r string) error { return &ownership.ErrMoveInvalid{Reason: r} }}
+	slotsOps = stateOp{entryType: entry.Slots, msg: msgSlots, valid: ownership.ValidStep, refused: func(string) error { return ownership.ErrMoveRefused }}
 )
 
 // refusalReason reports whether err is a refusal by the state, and its
@@ -60,7 +60,7 @@ func (k stateOp) propose(ctx context.Context, n *Node, op []byte) (int64, error)
 func (k stateOp) apply(ctx context.Context, n *Node, op []byte, localOnly bool) (int64, error) {
 	return applyOp(ctx, n, logOp[int64]{
 		entry: func(now time.Time) []byte {
-			return append(entry.AppendHeader(make([]byte, 0, 12+len(op)), k.cmd, now.UnixNano()), op...)
+			return append(entry.AppendHeader(make([]byte, 0, 12+len(op)), k.entryType, now.UnixNano()), op...)
 		},
 		leader: func(resp any) (int64, error) {
 			r, ok := resp.(*stateResult)
