@@ -8,45 +8,9 @@ import (
 )
 
 // The batch step: a pipeline's limiter commands are answered together,
-// with one call to the Backend.
-//
-// One RL.ALLOW, from the socket to the shard and back:
-//
-//  1. server.go: Server.Serve accepts the connection through
-//     resp.GuardListener (resp/guard.go), which gives it its framing
-//     limits, and runs Server.serveConn, the read loop.
-//  2. resp/reader.go: the connection's resp.Reader, ReadCommands, returns
-//     every command the client has sent so far, as slices of its buffer,
-//     validating each frame against those limits as it parses it: one
-//     pipeline.
-//  3. server.go: Server.handle runs the pipeline as one batch, calling
-//     Server.process per command, which finds the command in the table
-//     (lookup, table.go), checks its arity (command.arityOK), the user's
-//     ACL (Server.checkACL, acl.go), its key's length (Server.checkKeys),
-//     where its keys' hash slot is served, when the backend is a
-//     SlotRouter (Server.route, route.go: MOVED, CROSSSLOT, CLUSTERDOWN),
-//     and whether writes are refused (Server.refusesWrite, persist_cmd.go).
-//  4. limiter.go: the rl.allow entry's batch function,
-//     batchBucket(engine.TokenBucket, false), parses key capacity rate
-//     [cost] into an engine.Request; process appends it to client.reqs
-//     and its pendingReply (client.go) to client.pending.
-//  5. batch.go: when the pipeline ends (or before a command that is not
-//     batched), Server.flushBatch calls Server.doBatch, which hands every
-//     pending request to the Backend in one call, Backend.Do:
-//     standalone, standalone.Backend.Do (standalone/standalone.go) reads
-//     the clock once and calls engine.Engine.Do; clustered, cluster.Node.Do and
-//     Node.DoPolicies (cluster/node.go, cluster/policy.go) submit the
-//     batch to the group commit (cluster/batch.go), whose Raft entry the
-//     FSM (cluster/fsm.go) applies to the engine on every replica.
-//  6. batch.go: Server.flushBatch then writes the pending replies in
-//     order; RL.ALLOW's render function, renderDecisionMs (limiter.go),
-//     writes [allowed, remaining, retry_after_ms, reset_after_ms] through
-//     the client's replier (reply.go) into the connection's resp.Writer
-//     (resp/writer.go), and serveConn flushes it once per pipeline.
-//
-// RL.CHECK (policy_cmd.go) takes the same path through its tiered
-// functions: batchTiered in step 4, DoPolicies in step 5 and
-// renderTieredReply in step 6.
+// with one call to the Backend, and their replies written in order. For
+// the path of one RL.ALLOW from the socket to the engine and back, run
+// and read Example (example_test.go).
 
 // reply queues an error reply in order with the pending batch.
 func (s *Server) reply(c *client, errText string) {
