@@ -3,6 +3,7 @@ package script
 import (
 	"strconv"
 	"strings"
+	"unsafe"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -200,7 +201,7 @@ func (c *replyConv) charge(n int) bool {
 }
 
 func (c *replyConv) toReply(L *lua.LState, v lua.LValue, resp3 bool, depth int) Reply {
-	if !c.charge(16) {
+	if !c.charge(int(unsafe.Sizeof(Reply{}))) {
 		return Reply{Kind: Null}
 	}
 	if depth > maxDepth {

@@ -31,7 +31,7 @@ var settingAliases = map[string]string{"loglevel": "log-level", "lua-time-limit"
 
 func configSetCommand() *command {
 	return &command{name: "config|set", arity: -4, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"},
-		summary: "Sets configuration parameters at run time: log-level, maxclients, max-key-len, proto-max-bulk-len, max-args, max-inline-len, save-interval, maxmemory, maxmemory-policy.", group: "server", since: "2.0.0",
+		summary: "Sets configuration parameters at run time: log-level, maxclients, max-key-len, proto-max-bulk-len, max-args, max-inline-len, save-interval, maxmemory, maxmemory-policy, busy-reply-threshold, script-memory-limit.", group: "server", since: "2.0.0",
 		handler: cmdConfigSet}
 }
 
@@ -158,6 +158,10 @@ func (s *Server) checkSetting(key, value string) (why string, own bool) {
 		if n, err := strconv.ParseInt(value, 10, 64); err != nil || n < 0 || n > math.MaxInt64/int64(time.Millisecond) {
 			return "argument couldn't be parsed into an integer", true
 		}
+	case "script-memory-limit":
+		if _, err := memlimit.ParseMemory(value); err != nil {
+			return "argument must be a memory value", true
+		}
 	default:
 		return "", false
 	}
@@ -211,6 +215,15 @@ func (s *Server) configSet(name, value string) string {
 			return failed("argument couldn't be parsed into an integer")
 		}
 		s.busyAfter.Store(n * int64(time.Millisecond))
+	case "script-memory-limit":
+		n, err := memlimit.ParseMemory(value)
+		if err != nil {
+			return failed("argument must be a memory value")
+		}
+		s.scriptMem.Store(n)
+		if st := s.scripts.Load(); st != nil {
+			st.cache.SetMemoryLimit(n)
+		}
 	default:
 		if s.cfg.ConfigSet == nil {
 			return s.unknownSetting(name, failed)
@@ -224,7 +237,7 @@ func (s *Server) configSet(name, value string) string {
 		}
 	}
 	switch key {
-	case "maxmemory", "proto-max-bulk-len", "max-inline-len", "max-args":
+	case "maxmemory", "proto-max-bulk-len", "max-inline-len", "max-args", "script-memory-limit":
 		// CONFIG GET answers in bytes (or a count), as Redis does.
 		if n, err := memlimit.ParseMemory(value); err == nil {
 			value = strconv.FormatInt(n, 10)

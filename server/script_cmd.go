@@ -109,6 +109,7 @@ func (s *Server) scriptsOf() *scriptState {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	st := &scriptState{ctx: ctx, stop: stop, cache: script.New(), running: map[*scriptRun]struct{}{}}
+	st.cache.SetMemoryLimit(s.scriptMem.Load())
 	if !s.scripts.CompareAndSwap(nil, st) {
 		stop()
 		return s.scripts.Load()

@@ -58,6 +58,10 @@ type Config struct {
 	PreAuthGuard resp.GuardLimits
 	MaxClients   int // connections served at once (default 10000); the next is refused
 	MaxKeyLen    int // longest key accepted, bytes (default 16 KiB)
+	// ScriptMemoryLimit is the most one script's run may grow the heap by,
+	// and the largest value one of its built-ins may make, bytes (0:
+	// script.DefaultMemoryLimit; negative: no limit).
+	ScriptMemoryLimit int64
 	// PartialTimeout bounds how long a command may take to arrive once its
 	// first bytes have (default 30s; negative: no limit).
 	PartialTimeout time.Duration
@@ -124,6 +128,7 @@ type Server struct {
 
 	scripts   atomic.Pointer[scriptState] // Lua scripts (script_cmd.go), made on first use
 	busyAfter atomic.Int64                // busy-reply-threshold in ns (CONFIG SET)
+	scriptMem atomic.Int64                // script-memory-limit in bytes, 0: none (CONFIG SET)
 
 	settingsMu sync.RWMutex // guards cfg.Settings: CONFIG SET writes it
 	warnMu     sync.Mutex
@@ -180,6 +185,12 @@ func New(cfg Config, backend Backend) *Server {
 	}
 	s.maxKeyLen.Store(int64(cfg.MaxKeyLen))
 	s.busyAfter.Store(int64(busyReplyThreshold))
+	switch {
+	case cfg.ScriptMemoryLimit == 0:
+		s.scriptMem.Store(script.DefaultMemoryLimit)
+	case cfg.ScriptMemoryLimit > 0:
+		s.scriptMem.Store(cfg.ScriptMemoryLimit)
+	}
 	if s.cfg.Settings == nil {
 		s.cfg.Settings = map[string]string{}
 	}
@@ -187,6 +198,7 @@ func New(cfg Config, backend Backend) *Server {
 		ms := strconv.FormatInt(busyReplyThreshold.Milliseconds(), 10)
 		s.cfg.Settings["busy-reply-threshold"], s.cfg.Settings["lua-time-limit"] = ms, ms
 	}
+	s.cfg.Settings["script-memory-limit"] = strconv.FormatInt(s.scriptMem.Load(), 10)
 	s.stopper, _ = backend.(WriteStopper)
 	s.router, _ = backend.(SlotRouter)
 	g := cfg.Guard.Normalized()
@@ -361,7 +373,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			c.nc.Close()
 		}
 		s.mu.Unlock()
-		<-done
+		// Every connection's goroutine ends once its socket is closed and
+		// its script (if any) is stopped; a goroutine that has not ended a
+		// second later is not waited for, so shutdown always finishes.
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+		}
 		return ctx.Err()
 	}
 }

@@ -31,6 +31,10 @@ type limitOptions struct {
 	maxMemory       string
 	maxMemoryBytes  int64
 	maxMemoryPolicy string
+
+	// --script-memory-limit as given and in bytes (0: none).
+	scriptMemory      string
+	scriptMemoryBytes int64
 }
 
 // maxQueryBufferLimit is the largest --client-query-buffer-limit: a
@@ -47,6 +51,7 @@ func addLimitFlags(fs *flag.FlagSet, o *limitOptions) {
 	fs.DurationVar(&o.partialTimeout, "partial-command-timeout", 30*time.Second, "a command whose first bytes arrived must be complete within this (0: no limit)")
 	fs.StringVar(&o.maxMemory, "maxmemory", "0", "memory limit for data, bytes or with a unit (100mb, 1gb; 0: none): above it new keys are refused (noeviction) or the keys closest to empty are evicted (volatile-ttl)")
 	fs.StringVar(&o.maxMemoryPolicy, "maxmemory-policy", string(memlimit.NoEviction), "what to do above --maxmemory: noeviction (refuse new keys with OOM) , volatile-ttl (evict the keys closest to empty: for a token bucket, the one closest to full; data keys without a TTL stay) or allkeys-lru (evict the data keys used least recently, then the limiter keys closest to empty)")
+	fs.StringVar(&o.scriptMemory, "script-memory-limit", "256mb", "most a Lua script's run may grow the server's memory by, and the largest value one of its built-ins may make, bytes or with a unit (0: no limit); a script past it ends with 'not enough memory' (docs/scripts.md)")
 	fs.BoolVar(&o.protectedMode, "protected-mode", true, "with no password, refuse clients from other hosts when listening on a non-loopback address")
 }
 
@@ -56,6 +61,11 @@ func (o *limitOptions) check() error {
 		return fmt.Errorf("invalid value %q for --maxmemory: use bytes or a number with kb, mb, gb (or k, m, g: powers of 1000)", o.maxMemory)
 	}
 	o.maxMemoryBytes = n
+	sm, err := memlimit.ParseMemory(o.scriptMemory)
+	if err != nil || sm < 0 {
+		return fmt.Errorf("invalid value %q for --script-memory-limit: use bytes or a number with kb, mb, gb (0: no limit)", o.scriptMemory)
+	}
+	o.scriptMemoryBytes = sm
 	q, err := memlimit.ParseMemory(o.queryBuffer)
 	if err != nil || q < 1<<20 || q > maxQueryBufferLimit {
 		return fmt.Errorf("invalid value %q for --client-query-buffer-limit: use bytes or a number with kb, mb, gb, between 1mb and 1tb", o.queryBuffer)
@@ -89,6 +99,10 @@ func (o limitOptions) apply(cfg *server.Config) {
 	cfg.Guard = resp.GuardLimits{MaxBulkLen: o.maxBulkLen, MaxArgs: o.maxArgs, MaxInlineLen: o.maxInlineLen, MaxQueryBuffer: o.queryBufBytes}
 	cfg.MaxClients = o.maxClients
 	cfg.MaxKeyLen = o.maxKeyLen
+	cfg.ScriptMemoryLimit = o.scriptMemoryBytes
+	if o.scriptMemoryBytes == 0 {
+		cfg.ScriptMemoryLimit = -1 // server.Config: negative means no limit
+	}
 	cfg.PartialTimeout = o.partialTimeout
 	if o.partialTimeout == 0 {
 		cfg.PartialTimeout = -1 // server.Config: negative means no limit
@@ -108,6 +122,7 @@ func (o limitOptions) apply(cfg *server.Config) {
 		"partial-command-timeout":   o.partialTimeout.String(),
 		"protected-mode":            protected,
 		"maxmemory":                 strconv.FormatInt(o.maxMemoryBytes, 10), // bytes, as Redis reports it
+		"script-memory-limit":       strconv.FormatInt(o.scriptMemoryBytes, 10),
 	} {
 		cfg.Settings[k] = v
 	}
