@@ -40,7 +40,6 @@ import (
 const (
 	msgBatch    byte = 10 // body: varint sent (unix ns), uvarint ttl (ns), then a msgBatchNoDeadline body; reply: results
 	msgDeadline byte = 11 // body: varint sent (unix ns), uvarint ttl (ns), byte inner type, inner body; reply: the inner message's
-	msgRemoved  byte = 12 // forward.go, removed.go
 
 	statusLate byte = 6 // msgBatch or msgDeadline past its deadline: certainly not appended
 )

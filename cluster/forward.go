@@ -45,8 +45,9 @@ const (
 	msgPolicy byte = 9
 	// msgBatch (10) and msgDeadline (11): a batch, and any other message
 	// that appends, with its deadline (deadline.go).
-	// msgRemoved (12), from the leader to a node it removed: body: the
-	// node's id; reply: empty (removed.go).
+	// msgRemoved, from the leader to a node it removed: body: the node's
+	// id; reply: empty (removed.go).
+	msgRemoved byte = 12
 	// msgMeta: body: a directory op (ownership.InitOp, ...); reply: a
 	// state op's (stateop.go).
 	msgMeta byte = 13

@@ -501,7 +501,7 @@ func (n *Node) applySimple(ctx context.Context, entryType byte, localOnly bool) 
 		typ = msgLen
 	}
 	return applyOp(ctx, n, logOp[int]{
-		entry: func(now time.Time) []byte { return entry.AppendHeader(nil, entryType, now.UnixNano()) },
+		encode: func(now time.Time) []byte { return entry.AppendHeader(nil, entryType, now.UnixNano()) },
 		leader: func(resp any) (int, error) {
 			if lr, ok := resp.(*lenResult); ok {
 				return lr.n, nil
@@ -522,12 +522,12 @@ func (n *Node) applySimple(ctx context.Context, entryType byte, localOnly bool) 
 	}, localOnly)
 }
 
-// logOp is an entry to apply through the log: on the leader, entry builds
+// logOp is an entry to apply through the log: on the leader, encode builds
 // it (afresh for each try: it carries the time, now) and leader reads the
 // FSM's answer; elsewhere it is forwarded to the leader as msg with body
 // and forwarded reads the reply.
 type logOp[T any] struct {
-	entry     func(now time.Time) []byte
+	encode    func(now time.Time) []byte
 	leader    func(resp any) (T, error)
 	msg       byte
 	body      []byte
@@ -569,7 +569,7 @@ func applyOpOnce[T any](ctx context.Context, n *Node, op logOp[T], localOnly boo
 		if err := n.checkDeadline(ctx, now); err != nil {
 			return zero, err
 		}
-		resp, err := n.applyWait(ctx, op.entry(now))
+		resp, err := n.applyWait(ctx, op.encode(now))
 		if err != nil {
 			return zero, err
 		}

@@ -115,7 +115,7 @@ func (n *Node) proposePolicy(ctx context.Context, body []byte) (byte, error) {
 
 func (n *Node) applyPolicy(ctx context.Context, body []byte, localOnly bool) (byte, error) {
 	return applyOp(ctx, n, logOp[byte]{
-		entry: func(now time.Time) []byte {
+		encode: func(now time.Time) []byte {
 			buf := entry.AppendHeader(make([]byte, 0, 12+len(body)), body[0], now.UnixNano())
 			return append(buf, body[1:]...)
 		},

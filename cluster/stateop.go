@@ -59,7 +59,7 @@ func (k stateOp) propose(ctx context.Context, n *Node, op []byte) (int64, error)
 
 func (k stateOp) apply(ctx context.Context, n *Node, op []byte, localOnly bool) (int64, error) {
 	return applyOp(ctx, n, logOp[int64]{
-		entry: func(now time.Time) []byte {
+		encode: func(now time.Time) []byte {
 			return append(entry.AppendHeader(make([]byte, 0, 12+len(op)), k.entryType, now.UnixNano()), op...)
 		},
 		leader: func(resp any) (int64, error) {
