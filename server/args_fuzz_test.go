@@ -97,7 +97,9 @@ func argsFuzzSetup() {
 		{ACL: acl, PreAuthGuard: loose, Settings: settings},
 	} {
 		cfg.Version = "fuzz"
-		argsFuzzServers = append(argsFuzzServers, New(cfg, standalone.New(eng, policies)))
+		backend := standalone.New(eng, policies)
+		cfg.Policies = backend
+		argsFuzzServers = append(argsFuzzServers, New(cfg, backend))
 	}
 	for name := range commands {
 		argsFuzzNames = append(argsFuzzNames, name)

@@ -11,9 +11,9 @@ import (
 )
 
 // Cluster commands: RL.CLUSTER, ROLE and INFO's replication section. They
-// reach the cluster through the Cluster interface, which a replicated
-// Backend implements; a standalone server answers them as Redis does
-// without cluster support.
+// reach the cluster through Config.Cluster, which cmd/rlserver sets to a
+// replicated backend; without it they answer as Redis does without
+// cluster support.
 
 // Cluster is what the cluster commands need from a replicated backend.
 type Cluster interface {
@@ -67,10 +67,10 @@ func clusterSub(name string, arity int, summary string, h func(*Server, *client,
 		}}
 }
 
-// cluster returns the backend's cluster view, or nil when standalone.
+// cluster returns Config.Cluster: the backend's cluster view, or nil when
+// standalone.
 func (s *Server) cluster() Cluster {
-	cl, _ := s.backend.(Cluster)
-	return cl
+	return s.cfg.Cluster
 }
 
 func orDash(s string) string {
@@ -179,8 +179,8 @@ func cmdClusterGroups(s *Server, c *client, _ Cluster, _ [][]byte) outcome {
 }
 
 func cmdClusterAddGroup(s *Server, c *client, _ Cluster, _ [][]byte) outcome {
-	ga, ok := s.backend.(GroupAdder)
-	if !ok {
+	ga := s.cfg.GroupAdder
+	if ga == nil {
 		c.rep.error(ErrTextNotSharded)
 		return cmdOK
 	}
@@ -207,8 +207,8 @@ type SlotMover interface {
 }
 
 func cmdClusterMove(s *Server, c *client, _ Cluster, args [][]byte) outcome {
-	mv, ok := s.backend.(SlotMover)
-	if !ok {
+	mv := s.cfg.SlotMover
+	if mv == nil {
 		c.rep.error(ErrTextNotSharded)
 		return cmdOK
 	}
@@ -233,8 +233,8 @@ func cmdClusterMove(s *Server, c *client, _ Cluster, args [][]byte) outcome {
 }
 
 func cmdClusterRebalance(s *Server, c *client, _ Cluster, _ [][]byte) outcome {
-	mv, ok := s.backend.(SlotMover)
-	if !ok {
+	mv := s.cfg.SlotMover
+	if mv == nil {
 		c.rep.error(ErrTextNotSharded)
 		return cmdOK
 	}

@@ -97,14 +97,23 @@ func newSlotBackend(t testing.TB, topo status.Topology) *slotBackend {
 	return &slotBackend{Backend: standalone.New(eng, policy.NewStore()), topo: topo, keys: map[int][]string{}}
 }
 
-// serveBackend serves backend on a free loopback port until the test ends.
-func serveBackend(t testing.TB, backend Backend) (string, *Server) {
+// serveBackend serves backend, declared as a slot router with policies,
+// on a free loopback port until the test ends.
+func serveBackend(t testing.TB, backend *slotBackend) (string, *Server) {
+	t.Helper()
+	return serveConfig(t, Config{Router: backend, Policies: backend}, backend)
+}
+
+// serveConfig serves backend with cfg (its capabilities declared there)
+// on a free loopback port until the test ends.
+func serveConfig(t testing.TB, cfg Config, backend Backend) (string, *Server) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(Config{Version: "test"}, backend)
+	cfg.Version = "test"
+	srv := New(cfg, backend)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() {

@@ -9,16 +9,15 @@ import (
 
 // The Redis Cluster protocol's commands: CLUSTER (SLOTS, SHARDS, NODES,
 // INFO, MYID, MYSHARDID, KEYSLOT, COUNTKEYSINSLOT, GETKEYSINSLOT, HELP),
-// READONLY, READWRITE and ASKING, in Redis 7's reply shapes. They need a
-// backend that implements SlotRouter; without one every one of them
-// answers as a Redis without cluster support. The replies are built from
-// the router's Topology (cluster_topology.go); routing of keyed commands
-// is in route.go.
+// READONLY, READWRITE and ASKING, in Redis 7's reply shapes. They need
+// Config.Router; without one every one of them answers as a Redis without
+// cluster support. The replies are built from the router's Topology
+// (cluster_topology.go); routing of keyed commands is in route.go.
 
 // SlotRouter is what the Redis Cluster protocol needs from a backend whose
 // keyspace is split into hash slots (cluster mode with --groups): the
-// CLUSTER commands, MOVED, CROSSSLOT and CLUSTERDOWN. A backend that does
-// not implement it answers CLUSTER as a Redis without cluster support.
+// CLUSTER commands, MOVED, CROSSSLOT and CLUSTERDOWN. A server without
+// Config.Router answers CLUSTER as a Redis without cluster support.
 type SlotRouter interface {
 	// Route says how this node handles a keyed command on slot: serve it
 	// here through the Backend (this node leads the slot's group, or

@@ -9,9 +9,10 @@ import (
 )
 
 // Persistence commands: SAVE, BGSAVE, LASTSAVE, SHUTDOWN and INFO's
-// persistence section. They reach the snapshots through the Persistence
-// interface, which a Backend that keeps snapshots implements (standalone
-// mode); without it they answer with errNoPersistence.
+// persistence section. They reach the snapshots through
+// Config.Persistence, which cmd/rlserver sets when the server keeps
+// snapshots (standalone mode); without it they answer with
+// errNoPersistence.
 
 // Persistence is what the persistence commands need from a Backend.
 type Persistence interface {
@@ -32,9 +33,10 @@ type Persistence interface {
 	PersistenceStatus() status.Persistence
 }
 
-// WriteStopper is implemented by a Persistence that may refuse writes
-// after a failed save (stop-writes-on-bgsave-error yes). StopWrites is
-// asked for every write command, so it must be cheap (atomic loads).
+// WriteStopper is Config.WriteStopper: the snapshots, when they may
+// refuse writes after a failed save (stop-writes-on-bgsave-error yes).
+// StopWrites is asked for every write command, so it must be cheap
+// (atomic loads).
 type WriteStopper interface {
 	// StopWrites reports whether write commands are refused now: the
 	// option is on and the last save failed.
@@ -44,11 +46,10 @@ type WriteStopper interface {
 }
 
 // refusesWrite reports whether cmd must get errMisconf: a command (or a
-// container's subcommand) flagged write while the backend stops writes
-// after a failed save. Reads (RL.PEEK,
-// PTTL, INFO...) and PING still work: a health check that PINGs should
-// not take a limiter that still decides reads out of rotation (Redis
-// refuses PING too).
+// container's subcommand) flagged write while Config.WriteStopper stops
+// writes after a failed save. Reads (RL.PEEK, PTTL, INFO...) and PING
+// still work: a health check that PINGs should not take a limiter that
+// still decides reads out of rotation (Redis refuses PING too).
 func (s *Server) refusesWrite(cmd *command) bool {
 	return cmd.write && s.stopper != nil && s.stopper.StopWrites()
 }
@@ -66,10 +67,9 @@ func init() {
 	)
 }
 
-// persistence returns the backend's snapshots, or nil.
+// persistence returns Config.Persistence: the snapshots, or nil.
 func (s *Server) persistence() Persistence {
-	p, _ := s.backend.(Persistence)
-	return p
+	return s.cfg.Persistence
 }
 
 func cmdSave(s *Server, c *client, _ [][]byte) outcome {
@@ -214,7 +214,7 @@ func (s *Server) writePersistenceInfo(kv func(k string, v any)) {
 	kv("rl_last_save_bytes", st.LastBytes)
 	kv("rl_last_save_keys", st.LastKeys)
 	kv("rl_save_failures", st.Failures)
-	if ws, ok := p.(WriteStopper); ok {
+	if ws := s.stopper; ws != nil {
 		kv("rl_stop_writes_on_bgsave_error", yesNo(ws.StopWritesOnSaveError()))
 		kv("rl_refusing_writes", bit(ws.StopWrites()))
 	}

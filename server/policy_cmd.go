@@ -79,10 +79,11 @@ func policySub(name string, arity int, flags, acl []string, summary string, h fu
 		}}
 }
 
-// policies returns the backend's policies, or nil when it keeps none.
+// policies returns Config.Policies, or nil when the backend keeps none
+// (no Config.Policies, or one without a store).
 func (s *Server) policies() Policies {
-	pb, ok := s.backend.(Policies)
-	if !ok || pb.PolicyStore() == nil {
+	pb := s.cfg.Policies
+	if pb == nil || pb.PolicyStore() == nil {
 		return nil
 	}
 	return pb

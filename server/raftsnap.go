@@ -8,8 +8,8 @@ import (
 
 // Raft snapshots in INFO persistence. A cluster node's state lives in
 // Raft's snapshots and log rather than in the standalone snapshot file;
-// a Backend that takes Raft snapshots implements RaftSnapshots, and INFO
-// persistence adds their rl_raft_* fields.
+// cmd/rlserver sets Config.RaftSnapshots on a node that takes Raft
+// snapshots, and INFO persistence adds their rl_raft_* fields.
 
 // RaftSnapshots is what INFO persistence reads from a replicated backend.
 type RaftSnapshots interface {
@@ -19,8 +19,8 @@ type RaftSnapshots interface {
 // writeRaftSnapshotInfo adds the Raft snapshot fields to INFO persistence
 // on a cluster node.
 func (s *Server) writeRaftSnapshotInfo(kv func(k string, v any)) {
-	rs, ok := s.backend.(RaftSnapshots)
-	if !ok {
+	rs := s.cfg.RaftSnapshots
+	if rs == nil {
 		return
 	}
 	st := rs.RaftSnapshotStatus()

@@ -7,9 +7,9 @@ import (
 )
 
 // Routing keyed commands by hash slot (the Redis Cluster protocol), when
-// the backend is a SlotRouter. Server.process calls route after the
-// arity, ACL and key-length checks, so a redirected command never reaches
-// the backend, and queues its error with Server.reply, in order with the
+// Config.Router is set. Server.process calls route after the arity, ACL
+// and key-length checks, so a redirected command never reaches the
+// backend, and queues its error with Server.reply, in order with the
 // pipeline's batched replies. Keyless commands are never routed.
 
 // Redis's texts for the redirections.

@@ -20,10 +20,12 @@ func TestProcessAllocs(t *testing.T) {
 	defer eng.Close()
 	for _, routed := range []bool{false, true} {
 		var backend Backend = standalone.New(eng, nil)
+		var cfg Config
 		if routed {
-			backend = newSlotBackend(t, threeNodes())
+			b := newSlotBackend(t, threeNodes())
+			backend, cfg.Router = b, b
 		}
-		s := New(Config{}, backend)
+		s := New(cfg, backend)
 		nc, peer := net.Pipe()
 		defer nc.Close()
 		go io.Copy(io.Discard, peer)

@@ -81,6 +81,21 @@ type Config struct {
 	// PolicyFile is the --policies file that RL.POLICY LOAD and
 	// ReloadPolicies read (policy_cmd.go); "": none.
 	PolicyFile string
+
+	// The backend's capabilities beyond Backend, declared by whoever
+	// builds the server (cmd/rlserver, from the concrete backend it made;
+	// usually the backend itself). The server never looks for one by type
+	// assertion: a nil field is a capability the server does not have,
+	// whatever the Backend implements, and its commands answer as a server
+	// without it does.
+	Policies      Policies      // RL.POLICY, RL.CHECK, INFO's policies (policy_cmd.go)
+	Persistence   Persistence   // SAVE, BGSAVE, LASTSAVE, SHUTDOWN, INFO persistence (persist_cmd.go)
+	WriteStopper  WriteStopper  // refusing writes after a failed save (persist_cmd.go)
+	Cluster       Cluster       // RL.CLUSTER, ROLE, INFO replication (cluster_cmd.go)
+	RaftSnapshots RaftSnapshots // INFO persistence's rl_raft_* fields (raftsnap.go)
+	Router        SlotRouter    // hash slots: routing (route.go), CLUSTER, RL.CLUSTER GROUPS and MOVES
+	GroupAdder    GroupAdder    // RL.CLUSTER ADDGROUP (cluster_cmd.go)
+	SlotMover     SlotMover     // RL.CLUSTER MOVE and REBALANCE (cluster_cmd.go)
 }
 
 // Stats are the server's counters, read by INFO.
@@ -108,8 +123,8 @@ type Stats struct {
 type Server struct {
 	cfg      Config
 	backend  Backend
-	stopper  WriteStopper // the backend, when it may refuse writes (persist_cmd.go)
-	router   SlotRouter   // the backend, when it owns hash slots (route.go); nil: no routing
+	stopper  WriteStopper // Config.WriteStopper (persist_cmd.go); nil: writes are never refused
+	router   SlotRouter   // Config.Router (route.go); nil: no routing
 	acl      *users
 	openAuth bool // connections start as the default user (on, nopass)
 	started  time.Time
@@ -149,7 +164,9 @@ type Server struct {
 	guardLimits atomic.Pointer[resp.GuardLimits]
 }
 
-// New makes a server that answers limiter commands from backend.
+// New makes a server that answers limiter commands from backend. What
+// else the backend can do, the server learns from cfg's capability fields
+// only.
 func New(cfg Config, backend Backend) *Server {
 	if cfg.Guard == (resp.GuardLimits{}) {
 		cfg.Guard = resp.DefaultGuardLimits()
@@ -199,8 +216,8 @@ func New(cfg Config, backend Backend) *Server {
 		s.cfg.Settings["busy-reply-threshold"], s.cfg.Settings["lua-time-limit"] = ms, ms
 	}
 	s.cfg.Settings["script-memory-limit"] = strconv.FormatInt(s.scriptMem.Load(), 10)
-	s.stopper, _ = backend.(WriteStopper)
-	s.router, _ = backend.(SlotRouter)
+	s.stopper = cfg.WriteStopper
+	s.router = cfg.Router
 	g := cfg.Guard.Normalized()
 	s.guardLimits.Store(&g)
 	return s

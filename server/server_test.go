@@ -34,7 +34,9 @@ func serveStandalone(t testing.TB, cfg Config, store *policy.Store) (string, *Se
 		t.Fatal(err)
 	}
 	cfg.Version = "test"
-	srv := New(cfg, standalone.New(eng, store))
+	backend := standalone.New(eng, store)
+	cfg.Policies = backend
+	srv := New(cfg, backend)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() {

@@ -290,7 +290,7 @@ func run(o options) error {
 			return err
 		}
 		alone = standalone.New(eng, store)
-		backend = standaloneBackend{alone, snaps}
+		backend = alone
 	}
 	dir, _ := filepath.Abs(o.dir)
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
@@ -315,6 +315,15 @@ func run(o options) error {
 	cfg.ConfigSet = (&opsState{level: level, snaps: snaps}).configSet
 	cfg.Logger = log
 	cfg.PolicyFile = o.policies.file
+	// What the backend can do beyond server.Backend (capabilities.go).
+	switch {
+	case sharded != nil:
+		declareHost(&cfg, sharded)
+	case node != nil:
+		declareNode(&cfg, node)
+	default:
+		declareStandalone(&cfg, alone, snaps)
+	}
 	srv := server.New(cfg, backend)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -10,16 +10,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rlserver/rlserver/cluster"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/persist"
-	"github.com/rlserver/rlserver/server"
-	"github.com/rlserver/rlserver/standalone"
 	"github.com/rlserver/rlserver/status"
 )
 
-// Standalone snapshots: flags, loading at start, and the backend that
-// gives the persistence commands their saver.
+// Standalone snapshots: flags, loading at start, and the persistence
+// commands' saver (declared to the server in capabilities.go).
 type persistOptions struct {
 	saveInterval   time.Duration
 	discardCorrupt bool
@@ -157,16 +154,3 @@ func (p *snapshots) close() error {
 	}
 	return p.saver.Close(context.Background())
 }
-
-// standaloneBackend is the backend of a server running alone with
-// snapshots.
-type standaloneBackend struct {
-	*standalone.Backend
-	*snapshots
-}
-
-// Both backends serve the edge, checked at compile time.
-var (
-	_ server.Backend = standaloneBackend{}
-	_ server.Backend = (*cluster.Node)(nil)
-)
