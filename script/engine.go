@@ -211,11 +211,11 @@ func compile(src []byte) (*lua.FunctionProto, error) {
 	}
 	chunk, err := parse.Parse(strings.NewReader(string(body)), "user_script")
 	if err != nil {
-		return nil, &RunError{"ERR Error compiling script (new function): " + compileError(err)}
+		return nil, &RunError{"ERR Error compiling script (new function): " + compileError(err, "user_script")}
 	}
 	p, err := lua.Compile(chunk, "user_script")
 	if err != nil {
-		return nil, &RunError{"ERR Error compiling script (new function): " + compileError(err)}
+		return nil, &RunError{"ERR Error compiling script (new function): " + compileError(err, "user_script")}
 	}
 	return p, nil
 }
@@ -223,14 +223,20 @@ func compile(src []byte) (*lua.FunctionProto, error) {
 // compileError writes a gopher-lua parse error the way Lua 5.1 writes
 // its own: "user_script:LINE: <message> near '<token>'". The message
 // itself is gopher-lua's (Lua names the expected token more often).
-func compileError(err error) string {
-	pe, ok := err.(*parse.Error)
-	if !ok {
+func compileError(err error, chunk string) string {
+	var pe *parse.Error
+	switch e := err.(type) {
+	case *parse.Error:
+		pe = e
+	case *lua.ApiError:
+		pe, _ = e.Cause.(*parse.Error)
+	}
+	if pe == nil {
 		msg := strings.TrimSpace(err.Error())
-		if strings.HasPrefix(msg, "user_script") {
+		if strings.HasPrefix(msg, chunk) {
 			return msg
 		}
-		return "user_script: " + msg
+		return chunk + ": " + msg
 	}
 	msg := strings.TrimSpace(pe.Message)
 	if msg == "syntax error" {
@@ -241,9 +247,9 @@ func compileError(err error) string {
 		if line == parse.EOF || line <= 0 {
 			line = 1 + strings.Count(strings.TrimRight(msg, "\n"), "\n")
 		}
-		return "user_script:" + itoa(line) + ": " + msg + " near '<eof>'"
+		return chunk + ":" + itoa(line) + ": " + msg + " near '<eof>'"
 	}
-	return "user_script:" + itoa(pe.Pos.Line) + ": " + msg + " near '" + pe.Token + "'"
+	return chunk + ":" + itoa(pe.Pos.Line) + ": " + msg + " near '" + pe.Token + "'"
 }
 
 // Running is a script in execution as the caller sees it: busy past the

@@ -2,6 +2,7 @@ package script
 
 import (
 	"strconv"
+	"strings"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -267,6 +268,12 @@ func (st *state) errHandler(L *lua.LState) int {
 			src := dbg.Source
 			if src == "user_script" {
 				src = "@user_script"
+			} else if e, ok := t.RawGetString("err").(lua.LString); ok && !isTable {
+				// gopher-lua prefixes a position with the chunk's raw name;
+				// Lua 5.1 shows it as luaO_chunkid does.
+				if rest, ok := strings.CutPrefix(string(e), "ERR "+src+":"); ok {
+					t.RawSetString("err", lua.LString("ERR "+chunkID(src)+":"+rest))
+				}
 			}
 			t.RawSetString("source", lua.LString(src))
 			t.RawSetString("line", lua.LNumber(dbg.CurrentLine))
@@ -274,6 +281,30 @@ func (st *state) errHandler(L *lua.LState) int {
 	}
 	L.Push(t)
 	return 1
+}
+
+// chunkID is luaO_chunkid: how Lua 5.1 names a chunk in a message:
+// "=name" and "@file" as name and file, a source string as
+// [string "its first line"], cut to fit LUA_IDSIZE.
+func chunkID(source string) string {
+	if rest, ok := strings.CutPrefix(source, "="); ok {
+		return rest
+	}
+	if rest, ok := strings.CutPrefix(source, "@"); ok {
+		return rest
+	}
+	const max = 60 - len(" [string \"...\"] ") - 1
+	n := strings.IndexAny(source, "\n\r")
+	if n < 0 {
+		n = len(source)
+	}
+	if n > max {
+		n = max
+	}
+	if n < len(source) {
+		return "[string \"" + source[:n] + "...\"]"
+	}
+	return "[string \"" + source + "\"]"
 }
 
 // luaToString is Lua 5.1's tostring: numbers as "%.14g".

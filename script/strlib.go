@@ -295,7 +295,7 @@ func loadChunk(L *lua.LState, src, name string) int {
 	fn, err := L.Load(strings.NewReader(src), name)
 	if err != nil {
 		L.Push(lua.LNil)
-		L.Push(lua.LString(err.Error()))
+		L.Push(lua.LString(compileError(err, chunkID(name))))
 		return 2
 	}
 	L.Push(fn)
