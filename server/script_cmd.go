@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -162,7 +163,7 @@ func (s *Server) scriptKeys(c *client, args [][]byte, bySHA bool) ([][]byte, boo
 func (s *Server) onOverlay(c *client, keys [][]byte, watches []kv.Watch, program func(ov *kv.Overlay, out []byte) []byte) {
 	st := s.scriptsOf()
 	for range scriptRetries {
-		ov := kv.NewOverlay(time.Now().UnixNano(), s.fetchKeys)
+		ov := kv.NewOverlay(time.Now().UnixNano(), kv.FetchWith(s.do1))
 		ov.Load(keys)
 		for _, w := range watches {
 			if ov.Digest(w.Key) != w.Digest && ov.Err() == nil {
@@ -180,23 +181,22 @@ func (s *Server) onOverlay(c *client, keys [][]byte, watches []kv.Watch, program
 		if ferr := ov.Err(); ferr != nil {
 			// The backend's own text: CLUSTERDOWN, TRYAGAIN, UNKNOWN...
 			// tell the client whether the program can have run.
-			c.rep.error(ferr.Error())
+			c.rep.error(engineErrorText(ferr))
 			return
 		}
 		if ov.Wrote() || !ov.Consistent() {
-			fx := ov.Effects(false)
-			res, text := s.runCommand(fx.Request())
-			if text != "" {
-				c.rep.error(text)
-				return
-			}
-			if res == "*-1\r\n" {
+			err := ov.Effects(false).Apply(s.do1)
+			var refused *kv.Refused
+			switch {
+			case errors.Is(err, kv.ErrConflict):
 				continue // a key changed since the run read it: run again
-			}
-			if i := strings.Index(res, "\r\n-"); i >= 0 {
+			case errors.As(err, &refused):
 				// A restore was refused (OOM): nothing that needed a new
 				// key applied; report it as Redis would.
-				c.rep.error(errorLine(res[i+2:]))
+				c.rep.error(refused.Text)
+				return
+			case err != nil:
+				c.rep.error(engineErrorText(err))
 				return
 			}
 		}
@@ -243,23 +243,6 @@ func (st *scriptState) start(keys [][]byte) *scriptRun {
 	st.add(run)
 	return run
 }
-
-// fetchKeys reads keys for a script's overlay, in one command.
-func (s *Server) fetchKeys(keys [][]byte) ([]kv.KeyState, error) {
-	reply, text := s.runCommand(kv.NewDump(keys).Request())
-	if text != "" {
-		return nil, scriptFetchError(text)
-	}
-	st, ok := kv.ParseDump(reply, len(keys))
-	if !ok {
-		return nil, scriptFetchError("ERR unexpected reply reading a script's keys")
-	}
-	return st, nil
-}
-
-type scriptFetchError string
-
-func (e scriptFetchError) Error() string { return string(e) }
 
 // scriptCaller runs a script's redis.call on its overlay.
 type scriptCaller struct {

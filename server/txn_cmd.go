@@ -350,14 +350,9 @@ func cmdWatch(s *Server, c *client, args [][]byte) outcome {
 		return cmdOK
 	}
 	keys := args[1:]
-	reply, errText := s.runCommand(kv.NewDigests(keys).Request())
-	if errText != "" {
-		c.rep.error(errText)
-		return cmdOK
-	}
-	ds, ok := kv.ParseDigests(reply, len(keys))
-	if !ok {
-		c.rep.error("ERR unexpected reply to WATCH's read")
+	ds, err := kv.ReadDigests(s.do1, keys)
+	if err != nil {
+		c.rep.error(engineErrorText(err))
 		return cmdOK
 	}
 	for i, k := range keys {
@@ -366,6 +361,13 @@ func cmdWatch(s *Server, c *client, args [][]byte) outcome {
 	c.txn.show()
 	c.rep.conn.WriteString("OK")
 	return cmdOK
+}
+
+// do1 runs one request through the backend (kv.Do).
+func (s *Server) do1(req engine.Request) (engine.Result, error) {
+	res := make([]engine.Result, 1)
+	err := s.backend.Do(context.Background(), []engine.Request{req}, res)
+	return res[0], err
 }
 
 // runCommand runs one data request through the backend and returns its
