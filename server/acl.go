@@ -82,7 +82,7 @@ func compileUser(u *acl.User) *aclUser {
 }
 
 // commandByName finds a command or, as container|sub, a subcommand.
-func commandByName(name string) *command {
+func commandByName(name string) *entry {
 	parent, sub, isSub := strings.Cut(name, "|")
 	c := commands[parent]
 	if c == nil || !isSub {
@@ -91,7 +91,7 @@ func commandByName(name string) *command {
 	return c.lookupSub([]byte(sub))
 }
 
-func (u *aclUser) set(c *command, allow bool) {
+func (u *aclUser) set(c *entry, allow bool) {
 	if allow {
 		u.allowed[c.id>>6] |= 1 << (c.id & 63)
 	} else {
@@ -100,13 +100,13 @@ func (u *aclUser) set(c *command, allow bool) {
 }
 
 // may reports whether u may run c. This is the per-command check.
-func (u *aclUser) may(c *command) bool {
+func (u *aclUser) may(c *entry) bool {
 	return u.allowed[c.id>>6]&(1<<(c.id&63)) != 0
 }
 
 // mayKeys reports whether every key of cmd in args matches one of u's
 // patterns that grants the access cmd needs.
-func (u *aclUser) mayKeys(cmd *command, args [][]byte) bool {
+func (u *aclUser) mayKeys(cmd *entry, args [][]byte) bool {
 	first, last, step := cmd.keyRange(args)
 	for i := first; i <= last && i < len(args); i += step {
 		if !u.MayKey(cmd.keyPerm, args[i]) {
@@ -128,7 +128,7 @@ func (us *users) defaultUser() *aclUser { return us.users["default"] }
 
 // checkACL is process's permission check for an authenticated user: ""
 // when u may run cmd with these keys, else the error reply (counted).
-func (s *Server) checkACL(c *client, u *aclUser, cmd *command, args [][]byte) string {
+func (s *Server) checkACL(c *client, u *aclUser, cmd *entry, args [][]byte) string {
 	checked := cmd
 	if cmd.subcommands != nil && len(args) > 1 {
 		c.lower = appendLower(c.lower[:0], args[1])
@@ -157,13 +157,13 @@ func (s *Server) checkACL(c *client, u *aclUser, cmd *command, args [][]byte) st
 
 func init() {
 	register(container("acl", "A container for Access List Control commands.", "server",
-		&command{name: "acl|cat", arity: -2, flags: []string{"noscript", "loading", "stale"}, acl: []string{"@slow"},
+		&entry{name: "acl|cat", arity: -2, flags: []string{"noscript", "loading", "stale"}, acl: []string{"@slow"},
 			summary: "Lists the ACL categories, or the commands inside a category.", group: "server", since: "6.0.0", handler: cmdACLCat},
-		&command{name: "acl|whoami", arity: 2, flags: []string{"noscript", "loading", "stale"}, acl: []string{"@slow"},
+		&entry{name: "acl|whoami", arity: 2, flags: []string{"noscript", "loading", "stale"}, acl: []string{"@slow"},
 			summary: "Returns the authenticated username of the current connection.", group: "server", since: "6.0.0", handler: cmdACLWhoami},
-		&command{name: "acl|list", arity: 2, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"},
+		&entry{name: "acl|list", arity: 2, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"},
 			summary: "Dumps the effective rules in ACL file format.", group: "server", since: "6.0.0", handler: cmdACLList},
-		&command{name: "acl|users", arity: 2, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"},
+		&entry{name: "acl|users", arity: 2, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"},
 			summary: "Lists all ACL users.", group: "server", since: "6.0.0", handler: cmdACLUsers},
 	))
 }

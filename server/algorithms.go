@@ -12,42 +12,42 @@ import (
 
 func init() {
 	register(
-		&command{
+		&entry{
 			name: "cl.throttle", arity: -5, flags: []string{"write", "denyoom", "fast"},
 			firstKey: 1, lastKey: 1, keyStep: 1, acl: []string{"@write", "@fast", "@ratelimit"},
 			summary: "redis-cell's token bucket. Replies [limited, limit, remaining, retry_after_s, reset_after_s].",
 			group:   "ratelimit", since: "0.1.0",
 			batch: batchThrottle, render: renderThrottle,
 		},
-		&command{
+		&entry{
 			name: "gcra", arity: -5, flags: []string{"write", "denyoom", "fast"},
 			firstKey: 1, lastKey: 1, keyStep: 1, acl: []string{"@write", "@fast", "@ratelimit"},
 			summary: "Redis 8.8's GCRA rate limiter. Replies [limited, limit, remaining, retry_after_s, reset_after_s].",
 			group:   "ratelimit", since: "0.1.0",
 			batch: batchGCRA, render: renderThrottle,
 		},
-		&command{
+		&entry{
 			name: "rl.fixed", arity: -4, flags: []string{"write", "denyoom", "fast"},
 			firstKey: 1, lastKey: 1, keyStep: 1, acl: []string{"@write", "@fast", "@ratelimit"},
 			summary: "Fixed window counter aligned to multiples of window_ms since the epoch. Replies [allowed, remaining, retry_after_ms, reset_after_ms].",
 			group:   "ratelimit", since: "0.1.0",
 			batch: batchWindow(engine.Fixed), render: renderDecisionMs,
 		},
-		&command{
+		&entry{
 			name: "rl.sliding", arity: -4, flags: []string{"write", "denyoom", "fast"},
 			firstKey: 1, lastKey: 1, keyStep: 1, acl: []string{"@write", "@fast", "@ratelimit"},
 			summary: "Sliding window counter (previous window weighted). Replies [allowed, remaining, retry_after_ms, reset_after_ms].",
 			group:   "ratelimit", since: "0.1.0",
 			batch: batchWindow(engine.Sliding), render: renderDecisionMs,
 		},
-		&command{
+		&entry{
 			name: "rl.log", arity: -4, flags: []string{"write", "denyoom", "fast"},
 			firstKey: 1, lastKey: 1, keyStep: 1, acl: []string{"@write", "@fast", "@ratelimit"},
 			summary: "Sliding window log, exact in every window. Replies [allowed, remaining, retry_after_ms, reset_after_ms].",
 			group:   "ratelimit", since: "0.1.0",
 			batch: batchWindow(engine.Log), render: renderDecisionMs,
 		},
-		&command{
+		&entry{
 			name: "rl.shape", arity: -4, flags: []string{"write", "denyoom", "fast"},
 			firstKey: 1, lastKey: 1, keyStep: 1, acl: []string{"@write", "@fast", "@ratelimit"},
 			summary: "Leaky bucket as a queue: admits with a delay while the queue has room. Replies [admitted, delay_ms, queued, reset_after_ms].",

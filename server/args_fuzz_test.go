@@ -150,7 +150,7 @@ func argsFuzzDecode(b []byte) [][][]byte {
 	}
 	var cmds [][][]byte
 	for len(b) > 0 && len(cmds) < 16 {
-		var cmd *command
+		var cmd *entry
 		var args [][]byte
 		if i := int(next()); i < len(argsFuzzNames) {
 			cmd = commands[argsFuzzNames[i]]
@@ -340,7 +340,7 @@ func argsFuzzSeeds() [][]byte {
 		b := []byte{idx(name), byte(len(args))}
 		for i, a := range args {
 			if c := commands[name]; i == 0 && len(c.subcommands) > 0 {
-				k := slices.IndexFunc(c.subcommands, func(sc *command) bool { return sc.name == name+"|"+a })
+				k := slices.IndexFunc(c.subcommands, func(sc *entry) bool { return sc.name == name+"|"+a })
 				if k < 0 {
 					k = 0xff // not a subcommand: a raw argument follows
 				}

@@ -19,7 +19,7 @@ func (s *Server) reply(c *client, errText string) {
 
 // batchTiered adds a tiered command's requests and policy names to the
 // pending batch.
-func (s *Server) batchTiered(c *client, cmd *command, args [][]byte) {
+func (s *Server) batchTiered(c *client, cmd *entry, args [][]byte) {
 	first := len(c.reqs)
 	for len(c.names) < first {
 		c.names = append(c.names, nil)

@@ -25,7 +25,7 @@ type client struct {
 	rep        replier
 	user       *aclUser // nil until authenticated (set with Server.setUser)
 	lower      []byte   // scratch for the lower-cased command name
-	lastLookup *command // the command last looked up by name
+	lastLookup *entry   // the command last looked up by name
 
 	// The pending batch: engine requests gathered from a pipeline, and the
 	// commands whose replies wait for them, in arrival order.
@@ -34,7 +34,7 @@ type client struct {
 	res     []engine.Result
 	pending []pendingReply
 	st      connStats // the pipeline's command tally (stats.go)
-	sub     *command  // the subcommand a container just ran, for the tally
+	sub     *entry    // the subcommand a container just ran, for the tally
 	memo    argMemo   // the last limit arguments and what they built (limiter.go)
 	txn     txnState  // MULTI ... EXEC and WATCH (txn_cmd.go)
 
@@ -67,7 +67,7 @@ type client struct {
 // pendingReply is a command of the pending batch: its requests are
 // reqs[first:first+n]; errText, when set, is its reply instead.
 type pendingReply struct {
-	cmd     *command
+	cmd     *entry
 	first   int
 	n       int
 	errText string
@@ -278,7 +278,7 @@ func (s *Server) clientList() []*client {
 	return list
 }
 
-func clientKillCommand() *command {
+func clientKillCommand() *entry {
 	return admin(sub("client", "kill", -3, []string{"admin", "noscript", "loading", "stale"},
 		"Terminates open connections.", cmdClientKill))
 }

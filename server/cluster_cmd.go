@@ -42,20 +42,20 @@ func init() {
 			dangerous(clusterSub("rebalance", 2, "Moves slots, one range at a time, until every group owns as many as the others (within one); runs in the background.", cmdClusterRebalance)),
 			clusterSub("moves", 2, "Lists the slot moves: the one in progress and the last finished ones.", cmdClusterMoves),
 		),
-		&command{name: "role", arity: 1, flags: []string{"noscript", "loading", "stale", "fast"}, acl: []string{"@admin", "@fast", "@dangerous"},
+		&entry{name: "role", arity: 1, flags: []string{"noscript", "loading", "stale", "fast"}, acl: []string{"@admin", "@fast", "@dangerous"},
 			summary: "Returns the replication role.", group: "server", since: "2.8.12", handler: cmdRole},
 	)
 }
 
 // dangerous adds @dangerous to c's ACL categories: membership changes
 // can take the cluster down.
-func dangerous(c *command) *command {
+func dangerous(c *entry) *entry {
 	c.acl = append(c.acl[:len(c.acl):len(c.acl)], "@dangerous")
 	return c
 }
 
-func clusterSub(name string, arity int, summary string, h func(*Server, *client, Cluster, [][]byte) outcome) *command {
-	return &command{name: "rl.cluster|" + name, arity: arity, flags: []string{"admin", "stale"}, acl: []string{"@admin", "@slow"},
+func clusterSub(name string, arity int, summary string, h func(*Server, *client, Cluster, [][]byte) outcome) *entry {
+	return &entry{name: "rl.cluster|" + name, arity: arity, flags: []string{"admin", "stale"}, acl: []string{"@admin", "@slow"},
 		summary: summary, group: "cluster", since: "0.4.0",
 		handler: func(s *Server, c *client, args [][]byte) outcome {
 			cl := s.cluster()

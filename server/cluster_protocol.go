@@ -69,8 +69,8 @@ func init() {
 }
 
 // slotSub makes a CLUSTER subcommand that answers only with a SlotRouter.
-func slotSub(name string, arity int, flags []string, since, summary string, h func(*Server, *client, SlotRouter, [][]byte) outcome) *command {
-	return &command{name: "cluster|" + name, arity: arity, flags: flags, acl: []string{"@slow"},
+func slotSub(name string, arity int, flags []string, since, summary string, h func(*Server, *client, SlotRouter, [][]byte) outcome) *entry {
+	return &entry{name: "cluster|" + name, arity: arity, flags: flags, acl: []string{"@slow"},
 		summary: summary, group: "cluster", since: since,
 		handler: func(s *Server, c *client, args [][]byte) outcome {
 			if s.router == nil {
@@ -84,8 +84,8 @@ func slotSub(name string, arity int, flags []string, since, summary string, h fu
 // clusterModeCommand makes READONLY, READWRITE or ASKING: +OK with a
 // router (every slot this node routes is served by a leader, so there is
 // no replica mode and no ASK state to keep), else Redis's refusal.
-func clusterModeCommand(name string, flags []string, summary string) *command {
-	return &command{name: name, arity: 1, flags: flags, acl: []string{"@fast", "@connection"},
+func clusterModeCommand(name string, flags []string, summary string) *entry {
+	return &entry{name: name, arity: 1, flags: flags, acl: []string{"@fast", "@connection"},
 		summary: summary, group: "cluster", since: "3.0.0",
 		handler: func(s *Server, c *client, _ [][]byte) outcome {
 			if s.router == nil {

@@ -10,18 +10,18 @@ import (
 // COMMAND: the command table as Redis reports it, so cluster-aware and
 // tool clients find arity, flags and key positions.
 
-func commandCommand() *command {
+func commandCommand() *entry {
 	c := container("command", "Returns detailed information about all commands.", "server",
-		&command{name: "command|count", arity: 2, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"},
+		&entry{name: "command|count", arity: 2, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"},
 			summary: "Returns a count of commands.", group: "server", since: "2.8.13",
 			handler: func(_ *Server, c *client, _ [][]byte) outcome {
 				c.rep.conn.WriteInt(len(commands))
 				return cmdOK
 			}},
-		&command{name: "command|list", arity: -2, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"},
+		&entry{name: "command|list", arity: -2, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"},
 			summary: "Returns a list of command names.", group: "server", since: "7.0.0",
 			handler: cmdCommandList},
-		&command{name: "command|info", arity: -2, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"},
+		&entry{name: "command|info", arity: -2, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"},
 			summary: "Returns information about one, multiple or all commands.", group: "server", since: "2.8.13",
 			handler: func(_ *Server, c *client, args [][]byte) outcome {
 				if len(args) == 2 {
@@ -38,10 +38,10 @@ func commandCommand() *command {
 				}
 				return cmdOK
 			}},
-		&command{name: "command|docs", arity: -2, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"},
+		&entry{name: "command|docs", arity: -2, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"},
 			summary: "Returns documentary information about one, multiple or all commands.", group: "server", since: "7.0.0",
 			handler: func(_ *Server, c *client, args [][]byte) outcome {
-				var list []*command
+				var list []*entry
 				if len(args) == 2 {
 					for _, n := range sortedNames() {
 						list = append(list, commands[n])
@@ -60,7 +60,7 @@ func commandCommand() *command {
 				}
 				return cmdOK
 			}},
-		&command{name: "command|getkeys", arity: -3, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"},
+		&entry{name: "command|getkeys", arity: -3, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@connection"},
 			summary: "Extracts the key names from an arbitrary command.", group: "server", since: "2.8.13",
 			handler: func(_ *Server, c *client, args [][]byte) outcome {
 				cmd := commands[strings.ToLower(string(args[2]))]
@@ -107,7 +107,7 @@ func commandCommand() *command {
 	return c
 }
 
-func keyArgs(cmd *command, args [][]byte) [][]byte {
+func keyArgs(cmd *entry, args [][]byte) [][]byte {
 	if cmd.firstKey == 0 {
 		return nil
 	}
@@ -139,7 +139,7 @@ func writeAllCommandInfo(r *replier) {
 // writeCommandInfo writes Redis 7's ten-field command description:
 // name, arity, flags, first key, last key, step, ACL categories, tips,
 // key specifications, subcommands.
-func writeCommandInfo(r *replier, c *command) {
+func writeCommandInfo(r *replier, c *entry) {
 	r.conn.WriteArray(10)
 	r.conn.WriteBulkString(c.name)
 	r.conn.WriteInt(c.arity)
@@ -173,7 +173,7 @@ func writeCommandInfo(r *replier, c *command) {
 // with its options (RL.CHECK [COST n]) has the range of its plainest form
 // flagged incomplete, which is what makes Redis and its clients treat it
 // as movablekeys and ask COMMAND GETKEYS.
-func writeKeySpec(r *replier, c *command) {
+func writeKeySpec(r *replier, c *entry) {
 	flags := []string{"RW", "update"}
 	switch {
 	case hasFlag(c, "readonly"):
@@ -216,7 +216,7 @@ func writeKeySpec(r *replier, c *command) {
 	r.conn.WriteInt(0)
 }
 
-func hasFlag(c *command, f string) bool {
+func hasFlag(c *entry, f string) bool {
 	for _, x := range c.flags {
 		if x == f {
 			return true
@@ -225,7 +225,7 @@ func hasFlag(c *command, f string) bool {
 	return false
 }
 
-func writeCommandDocs(r *replier, c *command) {
+func writeCommandDocs(r *replier, c *entry) {
 	n := 3
 	if len(c.subcommands) > 0 {
 		n++
@@ -268,12 +268,12 @@ func cmdCommandList(_ *Server, c *client, args [][]byte) outcome {
 		return cmdOK
 	}
 	arg := strings.ToLower(string(args[4]))
-	var keep func(*command) bool
+	var keep func(*entry) bool
 	switch {
 	case equalFold(args[3], "module"):
-		keep = func(*command) bool { return false }
+		keep = func(*entry) bool { return false }
 	case equalFold(args[3], "aclcat"):
-		keep = func(cmd *command) bool {
+		keep = func(cmd *entry) bool {
 			for _, a := range cmd.acl {
 				if a[1:] == arg {
 					return true
@@ -282,7 +282,7 @@ func cmdCommandList(_ *Server, c *client, args [][]byte) outcome {
 			return false
 		}
 	case equalFold(args[3], "pattern"):
-		keep = func(cmd *command) bool { return acl.Glob(arg, cmd.name) }
+		keep = func(cmd *entry) bool { return acl.Glob(arg, cmd.name) }
 	default:
 		c.rep.error(errSyntax)
 		return cmdOK

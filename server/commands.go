@@ -14,29 +14,29 @@ import (
 
 func init() {
 	register(
-		&command{name: "ping", arity: -1, flags: []string{"fast"}, acl: []string{"@fast", "@connection"},
+		&entry{name: "ping", arity: -1, flags: []string{"fast"}, acl: []string{"@fast", "@connection"},
 			summary: "Returns the server's liveliness response.", group: "connection", since: "1.0.0", handler: cmdPing},
-		&command{name: "echo", arity: 2, flags: []string{"fast"}, acl: []string{"@fast", "@connection"},
+		&entry{name: "echo", arity: 2, flags: []string{"fast"}, acl: []string{"@fast", "@connection"},
 			summary: "Returns the given string.", group: "connection", since: "1.0.0", handler: cmdEcho},
-		&command{name: "hello", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, acl: []string{"@fast", "@connection"},
+		&entry{name: "hello", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, acl: []string{"@fast", "@connection"},
 			summary: "Handshakes with the server.", group: "connection", since: "6.0.0", noAuth: true, handler: cmdHello},
-		&command{name: "auth", arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, acl: []string{"@fast", "@connection"},
+		&entry{name: "auth", arity: -2, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, acl: []string{"@fast", "@connection"},
 			summary: "Authenticates the connection.", group: "connection", since: "1.0.0", noAuth: true, handler: cmdAuth},
-		&command{name: "select", arity: 2, flags: []string{"loading", "stale", "fast"}, acl: []string{"@keyspace", "@fast"},
+		&entry{name: "select", arity: 2, flags: []string{"loading", "stale", "fast"}, acl: []string{"@keyspace", "@fast"},
 			summary: "Changes the selected database (only 0 exists).", group: "connection", since: "1.0.0", handler: cmdSelect},
-		&command{name: "quit", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, acl: []string{"@fast", "@connection"},
+		&entry{name: "quit", arity: -1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, acl: []string{"@fast", "@connection"},
 			summary: "Closes the connection.", group: "connection", since: "1.0.0", noAuth: true, handler: cmdQuitHandler},
-		&command{name: "reset", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, acl: []string{"@fast", "@connection"},
+		&entry{name: "reset", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}, acl: []string{"@fast", "@connection"},
 			summary: "Resets the connection.", group: "connection", since: "6.2.0", noAuth: true, handler: cmdReset},
-		&command{name: "time", arity: 1, flags: []string{"loading", "stale", "fast"}, acl: []string{"@fast"},
+		&entry{name: "time", arity: 1, flags: []string{"loading", "stale", "fast"}, acl: []string{"@fast"},
 			summary: "Returns the server time.", group: "server", since: "2.6.0", handler: cmdTime},
-		&command{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"}, acl: []string{"@keyspace", "@read", "@fast"},
+		&entry{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"}, acl: []string{"@keyspace", "@read", "@fast"},
 			summary: "Returns the number of keys: limiter state and data keys.", group: "server", since: "1.0.0", handler: cmdDBSize},
-		&command{name: "flushall", arity: -1, flags: []string{"write"}, acl: []string{"@keyspace", "@write", "@slow", "@dangerous"},
+		&entry{name: "flushall", arity: -1, flags: []string{"write"}, acl: []string{"@keyspace", "@write", "@slow", "@dangerous"},
 			summary: "Removes all keys.", group: "server", since: "1.0.0", handler: cmdFlushAll},
-		&command{name: "flushdb", arity: -1, flags: []string{"write"}, acl: []string{"@keyspace", "@write", "@slow", "@dangerous"},
+		&entry{name: "flushdb", arity: -1, flags: []string{"write"}, acl: []string{"@keyspace", "@write", "@slow", "@dangerous"},
 			summary: "Removes all keys of the current database (the only one).", group: "server", since: "1.0.0", handler: cmdFlushAll},
-		&command{name: "info", arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@dangerous"},
+		&entry{name: "info", arity: -1, flags: []string{"loading", "stale"}, acl: []string{"@slow", "@dangerous"},
 			summary: "Returns information and statistics about the server.", group: "server", since: "1.0.0", handler: cmdInfo},
 		clientCommand(),
 		commandCommand(),
@@ -44,21 +44,21 @@ func init() {
 	)
 }
 
-func sub(parent, name string, arity int, flags []string, summary string, h func(*Server, *client, [][]byte) outcome) *command {
-	return &command{name: parent + "|" + name, arity: arity, flags: flags, acl: []string{"@slow", "@connection"},
+func sub(parent, name string, arity int, flags []string, summary string, h func(*Server, *client, [][]byte) outcome) *entry {
+	return &entry{name: parent + "|" + name, arity: arity, flags: flags, acl: []string{"@slow", "@connection"},
 		summary: summary, group: "connection", since: "1.0.0", handler: h}
 }
 
 // admin gives c Redis's categories for an admin command (CLIENT LIST
 // shows every client's address): @admin @slow @dangerous @connection.
-func admin(c *command) *command {
+func admin(c *entry) *entry {
 	c.acl = []string{"@admin", "@slow", "@dangerous", "@connection"}
 	return c
 }
 
 // container makes a command whose first argument names a subcommand.
-func container(name, summary, group string, subs ...*command) *command {
-	c := &command{name: name, arity: -2, acl: []string{"@slow"}, summary: summary, group: group, since: "1.0.0", subcommands: subs}
+func container(name, summary, group string, subs ...*entry) *entry {
+	c := &entry{name: name, arity: -2, acl: []string{"@slow"}, summary: summary, group: group, since: "1.0.0", subcommands: subs}
 	c.handler = func(s *Server, cl *client, args [][]byte) outcome {
 		cl.lower = appendLower(cl.lower[:0], args[1])
 		if string(cl.lower) == "help" {
@@ -301,7 +301,7 @@ func validClientName(b []byte) bool {
 	return true
 }
 
-func clientCommand() *command {
+func clientCommand() *entry {
 	return container("client", "A container for client connection commands.", "connection",
 		sub("client", "setname", 3, []string{"noscript", "loading", "stale"}, "Sets the connection name.", func(_ *Server, c *client, args [][]byte) outcome {
 			if !validClientName(args[2]) {
@@ -361,9 +361,9 @@ func clientCommand() *command {
 
 // CONFIG
 
-func configCommand(more ...*command) *command {
-	c := container("config", "A container for server configuration commands.", "server", append([]*command{
-		&command{name: "config|get", arity: -3, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"},
+func configCommand(more ...*entry) *entry {
+	c := container("config", "A container for server configuration commands.", "server", append([]*entry{
+		&entry{name: "config|get", arity: -3, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"},
 			summary: "Returns the effective values of configuration parameters.", group: "server", since: "2.0.0",
 			handler: func(s *Server, c *client, args [][]byte) outcome {
 				found := map[string]string{}

@@ -29,8 +29,8 @@ func (s *Server) settings() map[string]string {
 // otherwise; CONFIG SET takes both.
 var settingAliases = map[string]string{"loglevel": "log-level", "lua-time-limit": "busy-reply-threshold"}
 
-func configSetCommand() *command {
-	return &command{name: "config|set", arity: -4, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"},
+func configSetCommand() *entry {
+	return &entry{name: "config|set", arity: -4, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"},
 		summary: "Sets configuration parameters at run time: log-level, maxclients, max-key-len, proto-max-bulk-len, max-args, max-inline-len, save-interval, maxmemory, maxmemory-policy, busy-reply-threshold, script-memory-limit.", group: "server", since: "2.0.0",
 		handler: cmdConfigSet}
 }
@@ -168,8 +168,8 @@ func (s *Server) checkSetting(key, value string) (why string, own bool) {
 	return "", true
 }
 
-func configResetStatCommand() *command {
-	return &command{name: "config|resetstat", arity: 2, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"},
+func configResetStatCommand() *entry {
+	return &entry{name: "config|resetstat", arity: 2, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"},
 		summary: "Resets the server's statistics that INFO reports (the /metrics counters keep counting).", group: "server", since: "2.0.0",
 		handler: func(s *Server, c *client, _ [][]byte) outcome {
 			s.resetStats()

@@ -17,7 +17,7 @@ func init() {
 		if spec.TxnOnly {
 			continue // the server's own DEL, EXISTS, TTL, PING... answer outside MULTI
 		}
-		register(&command{
+		register(&entry{
 			name: spec.Name, arity: spec.Arity, flags: spec.Flags,
 			firstKey: spec.FirstKey, lastKey: spec.LastKey, keyStep: spec.KeyStep,
 			acl: spec.ACL, summary: spec.Summary, group: spec.Group, since: spec.Since,

@@ -224,7 +224,7 @@ func backendErrorText(err error) (string, bool) {
 
 // noPerm is Redis's text for a command the user may not run; a
 // subcommand is named container|sub.
-func noPerm(u *aclUser, c *command) string {
+func noPerm(u *aclUser, c *entry) string {
 	return ErrCodeNoPerm + " User " + u.Name() + " has no permissions to run the '" + c.name + "' command"
 }
 

@@ -13,58 +13,58 @@ import (
 
 func init() {
 	register(
-		&command{
+		&entry{
 			name: "rl.allow", arity: -4, flags: []string{"write", "denyoom", "fast"},
 			firstKey: 1, lastKey: 1, keyStep: 1, acl: []string{"@write", "@fast", "@ratelimit"},
 			summary: "Takes cost tokens from a token bucket if it has them. Replies [allowed, remaining, retry_after_ms, reset_after_ms].",
 			group:   "ratelimit", since: "0.1.0",
 			batch: batchBucket(engine.TokenBucket, false), render: renderDecisionMs,
 		},
-		&command{
+		&entry{
 			name: "rl.peek", arity: -4, flags: []string{"readonly", "fast"},
 			firstKey: 1, lastKey: 1, keyStep: 1, acl: []string{"@read", "@fast", "@ratelimit"},
 			summary: "Replies what RL.ALLOW would, without taking tokens or creating the key.",
 			group:   "ratelimit", since: "0.1.0",
 			batch: batchBucket(engine.TokenBucket, true), render: renderDecisionMs,
 		},
-		&command{
+		&entry{
 			name: "rl.reset", arity: -2, flags: []string{"write"},
 			firstKey: 1, lastKey: -1, keyStep: 1, acl: []string{"@keyspace", "@write", "@ratelimit"},
 			summary: "Removes the limiter state of the keys. Replies the number removed.",
 			group:   "ratelimit", since: "0.1.0",
 			batch: batchEachKey(engine.OpDel), render: renderSum,
 		},
-		&command{
+		&entry{
 			name: "del", arity: -2, flags: []string{"write"},
 			firstKey: 1, lastKey: -1, keyStep: 1, acl: []string{"@keyspace", "@write", "@slow"},
 			summary: "Deletes one or more keys.", group: "generic", since: "1.0.0",
 			batch: batchEachKey(engine.OpDel), render: renderSum,
 		},
-		&command{
+		&entry{
 			name: "unlink", arity: -2, flags: []string{"write", "fast"},
 			firstKey: 1, lastKey: -1, keyStep: 1, acl: []string{"@keyspace", "@write", "@fast"},
 			summary: "Deletes one or more keys.", group: "generic", since: "4.0.0",
 			batch: batchEachKey(engine.OpDel), render: renderSum,
 		},
-		&command{
+		&entry{
 			name: "exists", arity: -2, flags: []string{"readonly", "fast"},
 			firstKey: 1, lastKey: -1, keyStep: 1, acl: []string{"@keyspace", "@read", "@fast"},
 			summary: "Determines whether one or more keys exist.", group: "generic", since: "1.0.0",
 			batch: batchEachKey(engine.OpExists), render: renderSum,
 		},
-		&command{
+		&entry{
 			name: "pttl", arity: 2, flags: []string{"readonly", "fast"},
 			firstKey: 1, lastKey: 1, keyStep: 1, acl: []string{"@keyspace", "@read", "@fast"},
 			summary: "Returns the milliseconds until the key expires: a limiter key when its state is empty again, a data key at its TTL (-1 without one, -2 if missing).", group: "generic", since: "2.6.0",
 			batch: batchEachKey(engine.OpTTL), render: renderTTL(msNanos),
 		},
-		&command{
+		&entry{
 			name: "ttl", arity: 2, flags: []string{"readonly", "fast"},
 			firstKey: 1, lastKey: 1, keyStep: 1, acl: []string{"@keyspace", "@read", "@fast"},
 			summary: "Returns the seconds until the key expires: a limiter key when its state is empty again, a data key at its TTL (-1 without one, -2 if missing).", group: "generic", since: "1.0.0",
 			batch: batchEachKey(engine.OpTTL), render: renderTTL(secNanos),
 		},
-		&command{
+		&entry{
 			name: "type", arity: 2, flags: []string{"readonly", "fast"},
 			firstKey: 1, lastKey: 1, keyStep: 1, acl: []string{"@keyspace", "@read", "@fast"},
 			summary: "Determines the type of a key: rl-gcra, rl-fixed... for limiter state, string, hash or zset for data.", group: "generic", since: "1.0.0",

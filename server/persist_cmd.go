@@ -50,19 +50,19 @@ type WriteStopper interface {
 // writes after a failed save. Reads (RL.PEEK, PTTL, INFO...) and PING
 // still work: a health check that PINGs should not take a limiter that
 // still decides reads out of rotation (Redis refuses PING too).
-func (s *Server) refusesWrite(cmd *command) bool {
+func (s *Server) refusesWrite(cmd *entry) bool {
 	return cmd.write && s.stopper != nil && s.stopper.StopWrites()
 }
 
 func init() {
 	register(
-		&command{name: "save", arity: 1, flags: []string{"admin", "noscript", "no_async_loading", "no_multi"}, acl: []string{"@admin", "@slow", "@dangerous"},
+		&entry{name: "save", arity: 1, flags: []string{"admin", "noscript", "no_async_loading", "no_multi"}, acl: []string{"@admin", "@slow", "@dangerous"},
 			summary: "Synchronously saves the limiter state to disk.", group: "server", since: "1.0.0", handler: cmdSave},
-		&command{name: "bgsave", arity: -1, flags: []string{"admin", "noscript", "no_async_loading"}, acl: []string{"@admin", "@slow", "@dangerous"},
+		&entry{name: "bgsave", arity: -1, flags: []string{"admin", "noscript", "no_async_loading"}, acl: []string{"@admin", "@slow", "@dangerous"},
 			summary: "Asynchronously saves the limiter state to disk.", group: "server", since: "1.0.0", handler: cmdBgsave},
-		&command{name: "lastsave", arity: 1, flags: []string{"loading", "stale", "fast"}, acl: []string{"@admin", "@fast", "@dangerous"},
+		&entry{name: "lastsave", arity: 1, flags: []string{"loading", "stale", "fast"}, acl: []string{"@admin", "@fast", "@dangerous"},
 			summary: "Returns the Unix timestamp of the last successful save to disk.", group: "server", since: "1.0.0", handler: cmdLastsave},
-		&command{name: "shutdown", arity: -1, flags: []string{"admin", "noscript", "loading", "stale", "no_multi", "allow_busy"}, acl: []string{"@admin", "@slow", "@dangerous"},
+		&entry{name: "shutdown", arity: -1, flags: []string{"admin", "noscript", "loading", "stale", "no_multi", "allow_busy"}, acl: []string{"@admin", "@slow", "@dangerous"},
 			summary: "Saves the limiter state (unless NOSAVE) and stops the server.", group: "server", since: "1.0.0", handler: cmdShutdown},
 	)
 }

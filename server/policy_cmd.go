@@ -55,7 +55,7 @@ func init() {
 			policySub("load", 2, []string{"write", "admin"}, []string{"@admin", "@write", "@slow", "@dangerous"},
 				"Replaces the policies with the --policies file's (the file is taken whole or not at all).", cmdPolicyLoad),
 		),
-		&command{
+		&entry{
 			name: "rl.check", arity: -3, flags: []string{"write", "denyoom", "fast", "movablekeys"},
 			firstKey: 2, lastKey: -1, keyStep: 2, movableKeys: checkKeyPositions,
 			acl:     []string{"@write", "@fast", "@ratelimit"},
@@ -66,8 +66,8 @@ func init() {
 	)
 }
 
-func policySub(name string, arity int, flags, acl []string, summary string, h func(*Server, *client, Policies, [][]byte) outcome) *command {
-	return &command{name: "rl.policy|" + name, arity: arity, flags: flags, acl: acl,
+func policySub(name string, arity int, flags, acl []string, summary string, h func(*Server, *client, Policies, [][]byte) outcome) *entry {
+	return &entry{name: "rl.policy|" + name, arity: arity, flags: flags, acl: acl,
 		summary: summary, group: "ratelimit", since: "0.9.0",
 		handler: func(s *Server, c *client, args [][]byte) outcome {
 			pb := s.policies()

@@ -29,7 +29,7 @@ func movedText(slot int, addr string) string {
 // move could split them), MOVED to the slot's leader, or CLUSTERDOWN when
 // no leader is known. A command whose key positions find no key (a
 // malformed RL.CHECK) is served, and its parser answers it.
-func (s *Server) route(cmd *command, args [][]byte) string {
+func (s *Server) route(cmd *entry, args [][]byte) string {
 	first, last, step := cmd.keyRange(args)
 	slot := -1
 	for i := first; i <= last && i < len(args); i += step {

@@ -72,19 +72,19 @@ func init() {
 		}
 		return 3, 2 + int(n), 1
 	}
-	eval := func(name, since, summary string, sha, ro bool) *command {
+	eval := func(name, since, summary string, sha, ro bool) *entry {
 		flags := []string{"noscript", "stale", "skip_monitor", "may_replicate", "no_mandatory_keys", "movablekeys"}
 		if ro {
 			flags = []string{"readonly", "noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"}
 		}
-		return &command{name: name, arity: -3, flags: flags, acl: []string{"@slow", "@scripting"},
+		return &entry{name: name, arity: -3, flags: flags, acl: []string{"@slow", "@scripting"},
 			summary: summary, group: "scripting", since: since, movableKeys: evalKeys,
 			handler: func(s *Server, c *client, args [][]byte) outcome {
 				s.eval(c, args, sha, ro)
 				return cmdOK
 			}}
 	}
-	scriptSub := func(name string, arity int, flags []string, summary string, h func(*Server, *client, [][]byte) outcome) *command {
+	scriptSub := func(name string, arity int, flags []string, summary string, h func(*Server, *client, [][]byte) outcome) *entry {
 		sc := sub("script", name, arity, flags, summary, h)
 		sc.acl, sc.group, sc.since = []string{"@slow", "@scripting"}, "scripting", "2.6.0"
 		return sc
@@ -305,7 +305,7 @@ func (sc *scriptCaller) Call(args [][]byte, resp3 bool) []byte {
 // limiter runs a limiter command (RL.ALLOW, CL.THROTTLE, GCRA, RL.FIXED...)
 // on the overlay: each of its requests is applied to a copy of its key's
 // state (engine.Simulate), and the reply is rendered as the command's own.
-func (sc *scriptCaller) limiter(cmd *command, args [][]byte, resp3 bool) []byte {
+func (sc *scriptCaller) limiter(cmd *entry, args [][]byte, resp3 bool) []byte {
 	var memo argMemo
 	reqs, errText := cmd.batch(&memo, nil, args)
 	if errText != "" {
@@ -402,7 +402,7 @@ func (st *scriptState) remove(r *scriptRun) {
 // busyOn reports whether a script that runs past busy-reply-threshold
 // holds one of the keys of cmd: the command then answers BUSY. A script
 // stalls only the commands on its keys.
-func (s *Server) busyOn(cmd *command, args [][]byte) bool {
+func (s *Server) busyOn(cmd *entry, args [][]byte) bool {
 	st := s.scripts.Load()
 	if st == nil || st.busy.Load() == 0 {
 		return false

@@ -545,7 +545,7 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 }
 
 // checkKeys refuses keys longer than MaxKeyLen before they reach a backend.
-func (s *Server) checkKeys(cmd *command, args [][]byte) string {
+func (s *Server) checkKeys(cmd *entry, args [][]byte) string {
 	first, last, step := cmd.keyRange(args)
 	for i := first; i <= last && i < len(args); i += step {
 		if limit := s.maxKeyLen.Load(); int64(len(args[i])) > limit {

@@ -158,7 +158,7 @@ func (s *Server) mergeStats(c *client, elapsed time.Duration, now time.Time) {
 // decides reports whether c's replies are limiter decisions: the
 // algorithm commands and RL.PEEK (batched, in @ratelimit, not a keyspace
 // command such as RL.RESET) and RL.CHECK (tiered).
-func (c *command) decides() bool {
+func (c *entry) decides() bool {
 	return c.tiered != nil || (c.batch != nil && slices.Contains(c.acl, "@ratelimit") && !slices.Contains(c.acl, "@keyspace"))
 }
 

@@ -5,12 +5,12 @@ import (
 	"github.com/rlserver/rlserver/engine"
 )
 
-// command is one entry of the command table.
+// entry is one command of the command table.
 // batchFunc appends a limiter command's requests to reqs, or returns its
 // error reply. m is the connection's memo of limit arguments (limiter.go).
 type batchFunc func(m *argMemo, reqs []engine.Request, args [][]byte) ([]engine.Request, string)
 
-type command struct {
+type entry struct {
 	name     string // lower case; "container|sub" for subcommands
 	arity    int    // Redis convention: n exact, -n at least n (name included)
 	flags    []string
@@ -26,7 +26,7 @@ type command struct {
 	// id indexes the command's bit in an ACL user's permission bitmap
 	// (acl.go); subcommands have their own. Assigned by register.
 	id      int
-	parent  *command // the container of a subcommand
+	parent  *entry   // the container of a subcommand
 	keyPerm acl.Perm // the access its keys need from a user's key patterns
 	write   bool     // flagged write: refused with MISCONF while writes stop (persist_cmd.go)
 
@@ -39,7 +39,7 @@ type command struct {
 	// Any other command runs at once, after the pending batch is answered.
 	handler func(s *Server, c *client, args [][]byte) outcome
 
-	subcommands []*command
+	subcommands []*entry
 
 	// Tiered limiter commands (RL.CHECK, policy_cmd.go) name a policy per
 	// request instead of batch and render: tiered appends the requests and,
@@ -56,7 +56,7 @@ type command struct {
 
 // keyRange returns the positions of cmd's keys in args: first, last
 // (inclusive, already resolved against len(args)) and step.
-func (c *command) keyRange(args [][]byte) (first, last, step int) {
+func (c *entry) keyRange(args [][]byte) (first, last, step int) {
 	if c.movableKeys != nil {
 		return c.movableKeys(args)
 	}
@@ -67,7 +67,7 @@ func (c *command) keyRange(args [][]byte) (first, last, step int) {
 	return c.firstKey, last, c.keyStep
 }
 
-func (c *command) arityOK(n int) bool {
+func (c *entry) arityOK(n int) bool {
 	if c.arity >= 0 {
 		return n == c.arity
 	}
@@ -75,15 +75,15 @@ func (c *command) arityOK(n int) bool {
 }
 
 // commands is the command table, filled by register at start-up.
-var commands = map[string]*command{}
+var commands = map[string]*entry{}
 
 // byID lists every command and subcommand by id. It is complete once the
 // package's init functions have run, before any ACL is built.
-var byID []*command
+var byID []*entry
 
 // register adds commands to the table; a duplicate name is a programming
 // error and panics at start-up.
-func register(cmds ...*command) {
+func register(cmds ...*entry) {
 	for _, c := range cmds {
 		if _, dup := commands[c.name]; dup {
 			panic("server: duplicate command " + c.name)
@@ -101,7 +101,7 @@ func register(cmds ...*command) {
 	}
 }
 
-func addID(c *command) {
+func addID(c *entry) {
 	c.id = len(byID)
 	byID = append(byID, c)
 	c.write = hasFlag(c, "write")
@@ -115,12 +115,12 @@ func addID(c *command) {
 	}
 }
 
-func lookup(lowerName []byte) *command {
+func lookup(lowerName []byte) *entry {
 	return commands[string(lowerName)]
 }
 
 // lookupSub finds a container's subcommand by its lower-case name.
-func (c *command) lookupSub(lowerSub []byte) *command {
+func (c *entry) lookupSub(lowerSub []byte) *entry {
 	for _, sc := range c.subcommands {
 		if sc.name[len(c.name)+1:] == string(lowerSub) {
 			return sc

@@ -274,7 +274,7 @@ func (l *localTop) moveSampled(t *topKeys, now time.Time, sample int) {
 }
 
 func init() {
-	register(&command{
+	register(&entry{
 		name: "rl.top", arity: -1, flags: []string{"readonly", "admin"},
 		acl:     []string{"@admin", "@slow", "@ratelimit"},
 		summary: "Lists the keys denied most in the recent past: [[key, denials], ...], most first (denials decay with a one-minute half-life).",

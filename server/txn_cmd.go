@@ -47,7 +47,7 @@ var scriptCommands = map[string]bool{"eval": true, "evalsha": true, "eval_ro": t
 
 type queuedCmd struct {
 	script  bool     // an EVAL-family command (spec nil)
-	limiter *command // a limiter command (spec nil)
+	limiter *entry   // a limiter command (spec nil)
 	spec    *kv.Spec // nil: UNWATCH (whose reply in EXEC's is +OK), a script or a limiter command
 	args    [][]byte // copied out of the connection's buffer
 }
@@ -64,8 +64,8 @@ func (t *txnState) reset() {
 var txnCommands = map[string]bool{"multi": true, "exec": true, "discard": true, "watch": true, "quit": true, "reset": true}
 
 func init() {
-	txn := func(name string, arity int, flags []string, acl string, summary, since string, h func(*Server, *client, [][]byte) outcome) *command {
-		return &command{name: name, arity: arity, flags: flags, acl: []string{acl, "@transaction"},
+	txn := func(name string, arity int, flags []string, acl string, summary, since string, h func(*Server, *client, [][]byte) outcome) *entry {
+		return &entry{name: name, arity: arity, flags: flags, acl: []string{acl, "@transaction"},
 			summary: summary, group: "transactions", since: since, handler: h}
 	}
 	fast := []string{"noscript", "loading", "stale", "fast", "allow_busy"}
@@ -97,7 +97,7 @@ func (s *Server) queue(c *client, args [][]byte) {
 	spec, ok := kv.Lookup(args[0])
 	cmd := lookup(appendLower(c.lower[:0], args[0]))
 	isScript := scriptCommands[cmd.name]
-	var limiter *command
+	var limiter *entry
 	if !ok && !isScript && cmd.batch != nil && cmd.render != nil {
 		limiter = cmd // RL.ALLOW, CL.THROTTLE...: run on the copy (execScripts)
 	}
@@ -140,7 +140,7 @@ func (s *Server) queue(c *client, args [][]byte) {
 // pipeline of transactions reaches the backend in one call; it reports
 // whether it did. Everything else about them (nesting, EXEC without
 // MULTI, an aborted transaction) is the handlers' to answer.
-func (s *Server) batchTxn(c *client, cmd *command) bool {
+func (s *Server) batchTxn(c *client, cmd *entry) bool {
 	switch {
 	case cmd == multiCommand && !c.txn.on:
 		c.txn.begin()
@@ -185,8 +185,8 @@ func (t *txnState) scripts() bool {
 // execBatched is EXEC as a batched command, whose reply is its
 // transaction's.
 var (
-	multiCommand, execCommand *command
-	execBatched               command
+	multiCommand, execCommand *entry
+	execBatched               entry
 )
 
 // refuse answers a command with an error, in order with the pending
