@@ -220,8 +220,12 @@ func TestLuaMemoryLimit(t *testing.T) {
 		}
 		c.do(respCommand("PING"), "+PONG\r\n")
 	}
-	// Just inside the bound works.
-	c.do(respCommand("EVAL", "return #string.rep('x', 60 * 1048576)", "0"), ":62914560\r\n")
+	// A value of a quarter of the limit is the largest a built-in makes.
+	c.do(respCommand("EVAL", "return #string.rep('x', 16 * 1048576)", "0"), ":16777216\r\n")
+	c.send(respCommand("EVAL", "return #string.rep('x', 16 * 1048576 + 1)", "0"))
+	if v := c.read(); v.kind != '-' || !strings.HasSuffix(v.str, ", not enough memory") {
+		t.Errorf("one byte past a quarter of the limit: %v", v)
+	}
 	c.do(respCommand("CONFIG", "SET", "script-memory-limit", "0"), "+OK\r\n")
 	c.do(respCommand("EVAL", "return #string.rep('x', 65 * 1048576)", "0"), ":68157440\r\n")
 }

@@ -212,7 +212,7 @@ func mpUnpack(L *lua.LState, limit, offset int) int {
 	var out []lua.LValue
 	for cnt := 0; c.p < len(s) && cnt < limit; cnt++ {
 		if len(out)+L.GetTop()+1 > MaxResults {
-			L.RaiseError("stack overflow (in function mp_unpack_full)")
+			L.RaiseError("stack overflow (too many return values at once; use unpack_one or unpack_limit instead.)")
 		}
 		v := c.decode()
 		if c.err != "" {

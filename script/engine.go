@@ -118,8 +118,9 @@ func New() *Engine {
 }
 
 // SetMemoryLimit sets the most a run may grow the process's live heap
-// by, which is also the largest value one built-in may make (bytes; 0:
-// no limit). A run past it ends with "not enough memory".
+// by (bytes; 0: no limit); a quarter of it is the largest value one
+// built-in may make, or a script may return. A run past either ends
+// with "not enough memory".
 func (e *Engine) SetMemoryLimit(bytes int64) { e.lim.memory.Store(bytes) }
 
 // MemoryLimit is the limit SetMemoryLimit set.

@@ -18,8 +18,10 @@ import (
 //   - every built-in that could be asked for unbounded work checks the
 //     run's context as it goes (checkContext), so SCRIPT KILL, a memory
 //     kill and shutdown stop it within milliseconds;
-//   - no built-in makes a value larger than the memory limit (it raises
-//     "not enough memory", Lua's own text, before allocating);
+//   - no built-in makes a value larger than a quarter of the memory limit
+//     (it raises "not enough memory", Lua's own text, before allocating):
+//     building a value takes up to about three times its size for a
+//     moment, which must fit under the watchdog's limit;
 //   - a watchdog samples the process's heap while scripts run and ends
 //     the runs during which the live heap grew by more than the limit
 //     (memory built by the interpreter itself: concatenation, tables).
@@ -44,10 +46,11 @@ type limits struct {
 	memory atomic.Int64 // bytes; <= 0: none
 }
 
-// maxBytes is the largest value a built-in may make.
+// maxBytes is the largest value a built-in may make: a quarter of the
+// memory limit.
 func (g *limits) maxBytes() int64 {
 	if m := g.memory.Load(); m > 0 {
-		return m
+		return max(m/4, 1)
 	}
 	return 1 << 62
 }

@@ -36,6 +36,7 @@ func openString(L *lua.LState, g *limits, base *lua.LTable) *lua.LTable {
 	} {
 		t.RawSetString(name, L.NewFunction(fn))
 	}
+	t.RawSetString("gfind", t.RawGetString("gmatch")) // LUA_COMPAT_GFIND, as Redis builds Lua
 	return t
 }
 

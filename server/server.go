@@ -58,8 +58,9 @@ type Config struct {
 	PreAuthGuard resp.GuardLimits
 	MaxClients   int // connections served at once (default 10000); the next is refused
 	MaxKeyLen    int // longest key accepted, bytes (default 16 KiB)
-	// ScriptMemoryLimit is the most one script's run may grow the heap by,
-	// and the largest value one of its built-ins may make, bytes (0:
+
+	// ScriptMemoryLimit is the most one script's run may grow the heap by
+	// (a quarter of it bounds one value a built-in makes), bytes (0:
 	// script.DefaultMemoryLimit; negative: no limit).
 	ScriptMemoryLimit int64
 	// PartialTimeout bounds how long a command may take to arrive once its

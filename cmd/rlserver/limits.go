@@ -51,7 +51,7 @@ func addLimitFlags(fs *flag.FlagSet, o *limitOptions) {
 	fs.DurationVar(&o.partialTimeout, "partial-command-timeout", 30*time.Second, "a command whose first bytes arrived must be complete within this (0: no limit)")
 	fs.StringVar(&o.maxMemory, "maxmemory", "0", "memory limit for data, bytes or with a unit (100mb, 1gb; 0: none): above it new keys are refused (noeviction) or the keys closest to empty are evicted (volatile-ttl)")
 	fs.StringVar(&o.maxMemoryPolicy, "maxmemory-policy", string(memlimit.NoEviction), "what to do above --maxmemory: noeviction (refuse new keys with OOM) , volatile-ttl (evict the keys closest to empty: for a token bucket, the one closest to full; data keys without a TTL stay) or allkeys-lru (evict the data keys used least recently, then the limiter keys closest to empty)")
-	fs.StringVar(&o.scriptMemory, "script-memory-limit", "256mb", "most a Lua script's run may grow the server's memory by, and the largest value one of its built-ins may make, bytes or with a unit (0: no limit); a script past it ends with 'not enough memory' (docs/scripts.md)")
+	fs.StringVar(&o.scriptMemory, "script-memory-limit", "256mb", "most a Lua script's run may grow the server's memory by (a quarter of it is the largest value one of its built-ins may make), bytes or with a unit (0: no limit); a script past it ends with 'not enough memory' (docs/scripts.md)")
 	fs.BoolVar(&o.protectedMode, "protected-mode", true, "with no password, refuse clients from other hosts when listening on a non-loopback address")
 }
 
