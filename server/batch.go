@@ -100,7 +100,7 @@ func (s *Server) flushBatch(c *client) {
 	}
 	clear(c.reqs) // drop references to the connection's buffers
 	c.reqs = c.reqs[:0]
-	c.memo.release()
+	c.memo.Release()
 	clear(c.names)
 	c.names = c.names[:0]
 	c.pending = c.pending[:0]

@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/tls"
+	"github.com/rlserver/rlserver/command"
 	"net"
 	"sort"
 	"strconv"
@@ -33,10 +34,10 @@ type client struct {
 	names   [][]byte // policy names of tiered requests, aligned with reqs (policy_cmd.go); may be shorter
 	res     []engine.Result
 	pending []pendingReply
-	st      connStats // the pipeline's command tally (stats.go)
-	sub     *entry    // the subcommand a container just ran, for the tally
-	memo    argMemo   // the last limit arguments and what they built (limiter.go)
-	txn     txnState  // MULTI ... EXEC and WATCH (txn_cmd.go)
+	st      connStats    // the pipeline's command tally (stats.go)
+	sub     *entry       // the subcommand a container just ran, for the tally
+	memo    command.Memo // the last limit arguments and what they built (limiter.go)
+	txn     txnState     // MULTI ... EXEC and WATCH (txn_cmd.go)
 
 	// CLIENT REPLY (cmdClientReply): replies are dropped while replyOff,
 	// or for the one command after CLIENT REPLY SKIP (replySkipNext, then
@@ -92,7 +93,7 @@ func (c *client) setProto(v int) {
 	c.resp = v
 	c.mu.Unlock()
 	c.rep.conn.w.SetRESP3(v == 3)
-	c.memo.resp3 = v == 3
+	c.memo.RESP3 = v == 3
 }
 
 // socketFD returns the descriptor under nc (through the guard and TLS),

@@ -222,7 +222,7 @@ func (s *Server) configSet(name, value string) string {
 		}
 		s.scriptMem.Store(n)
 		if st := s.scripts.Load(); st != nil {
-			st.cache.SetMemoryLimit(n)
+			st.SetMemoryLimit(n)
 		}
 	default:
 		if s.cfg.ConfigSet == nil {

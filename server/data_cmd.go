@@ -3,16 +3,26 @@ package server
 import (
 	"unsafe"
 
+	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/kv"
 )
 
-// The data commands (package kv): Redis's strings, hashes, sorted sets
-// and expiry, batched with the limiter commands. Each builds one engine
-// request that carries the parsed command; the engine runs it on its
-// keys' shards and returns the RESP reply, which render copies out.
+// The batched commands: the limiter commands (RL.ALLOW, CL.THROTTLE,
+// GCRA, RL.FIXED..., and DEL, EXISTS, TTL, TYPE) and the data commands
+// (package kv). What they mean (their arguments, requests and replies) is
+// package command's; the edge batches their requests per pipeline and
+// writes their replies.
 
 func init() {
+	for _, l := range command.Limiters() {
+		register(&entry{
+			name: l.Name, arity: l.Arity, flags: l.Flags,
+			firstKey: l.FirstKey, lastKey: l.LastKey, keyStep: l.KeyStep,
+			acl: l.ACL, summary: l.Summary, group: l.Group, since: l.Since,
+			batch: l.Batch, render: renderLimiter(l.Render),
+		})
+	}
 	for _, spec := range kv.All() {
 		if spec.TxnOnly {
 			continue // the server's own DEL, EXISTS, TTL, PING... answer outside MULTI
@@ -21,38 +31,21 @@ func init() {
 			name: spec.Name, arity: spec.Arity, flags: spec.Flags,
 			firstKey: spec.FirstKey, lastKey: spec.LastKey, keyStep: spec.KeyStep,
 			acl: spec.ACL, summary: spec.Summary, group: spec.Group, since: spec.Since,
-			batch: batchData(spec), render: renderData,
+			batch: command.BatchData(spec), render: renderData,
 		})
 	}
 }
 
-// batchData builds the request that runs spec's command.
-func batchData(spec *kv.Spec) batchFunc {
-	return func(m *argMemo, reqs []engine.Request, args [][]byte) ([]engine.Request, string) {
-		return append(reqs, m.cmd(spec, args).Request()), ""
+// renderLimiter writes a limiter command's reply, rendered by its
+// command.RenderFunc into the replier's scratch.
+func renderLimiter(render command.RenderFunc) func(r *replier, res []engine.Result) (int64, int64) {
+	return func(r *replier, res []engine.Result) (int64, int64) {
+		w := kv.Writer{B: r.scratch[:0]}
+		a, d := render(&w, res)
+		r.conn.WriteRaw(w.B)
+		r.scratch = w.B
+		return a, d
 	}
-}
-
-// cmd returns a data command for args from the connection's arena: the
-// commands of a batch are reused by the next one (flushBatch calls
-// release), so a pipeline of data commands allocates none.
-func (m *argMemo) cmd(spec *kv.Spec, args [][]byte) *kv.Cmd {
-	if len(m.cmds) == cap(m.cmds) {
-		// A new block: the requests of this batch keep pointing into the
-		// old one, which stays alive until they are dropped.
-		m.cmds = make([]kv.Cmd, 0, max(16, 2*cap(m.cmds)))
-	}
-	m.cmds = m.cmds[:len(m.cmds)+1]
-	c := &m.cmds[len(m.cmds)-1]
-	c.Set(spec, args, m.resp3)
-	return c
-}
-
-// release drops the batch's commands (and their references to the
-// connection's buffer) so the arena is reused.
-func (m *argMemo) release() {
-	clear(m.cmds)
-	m.cmds = m.cmds[:0]
 }
 
 // renderData writes a data command's reply as the engine made it.

@@ -2,8 +2,8 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"errors"
+	"github.com/rlserver/rlserver/command"
 	"strconv"
 	"strings"
 
@@ -40,29 +40,21 @@ const (
 )
 
 const (
-	errNotInteger   = "ERR value is not an integer or out of range"
-	errNotFloat     = "ERR value is not a valid float"
-	errSyntax       = "ERR syntax error"
+	errNotInteger   = command.ErrNotInteger
+	errNotFloat     = command.ErrNotFloat
+	errSyntax       = command.ErrSyntax
 	errNoAuth       = ErrCodeNoAuth + " Authentication required."
 	errWrongPass    = ErrCodeWrongPass + " invalid username-password pair or user is disabled."
 	errNoPassSet    = ErrTextNoPassSet
-	errDBIndex      = "ERR DB index is out of range"
+	errDBIndex      = command.ErrDBIndex
 	errProtoVersion = "NOPROTO unsupported protocol version"
-	errWrongType    = "WRONGTYPE Operation against a key holding the wrong kind of value"
-	errInternal     = "ERR internal error"
-	errShutdown     = "ERR server is shutting down"
+	errWrongType    = command.ErrWrongType
+	errInternal     = command.ErrInternal
+	errShutdown     = command.ErrShutdown
 	errProtected    = ErrCodeDenied + " rlserver is running in protected mode because it listens on a non-loopback address and no password is set. In this mode connections are only accepted from the loopback interface. To accept clients from other hosts: 1) set a password with --requirepass (recommended), or 2) turn protected mode off with --protected-mode=false, making sure the server is not reachable from untrusted networks."
 	errNoPermKey    = ErrCodeNoPerm + " No permissions to access a key"
-	errOOM          = "OOM command not allowed when used memory > 'maxmemory'."
+	errOOM          = command.ErrOOM
 	errHelloNoAuth  = ErrCodeNoAuth + " HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
-)
-
-// GCRA and the other algorithms' arguments (algorithms.go): Redis 8.8's
-// texts for GCRA.
-const (
-	errRangePositive     = "ERR value is out of range, must be positive"
-	errRangeOneToMax     = "ERR value is out of range, value must between 1 and 9223372036854775807"
-	errGCRAMissingTokens = "ERR Missing TOKENS value"
 )
 
 // Connections and keys (server.go).
@@ -156,47 +148,10 @@ func ErrorCode(text string) string {
 }
 
 // engineErrorText maps an error from the engine or the backend to its wire
-// text. Unknown errors never leak their Go text.
+// text (command.ErrorText, then the policy errors). Unknown errors never
+// leak their Go text.
 func engineErrorText(err error) string {
-	switch {
-	case errors.Is(err, engine.ErrWrongType):
-		return errWrongType
-	case errors.Is(err, engine.ErrOOM):
-		return errOOM
-	case errors.Is(err, engine.ErrBadCapacity):
-		return "ERR capacity must be an integer >= 1"
-	case errors.Is(err, engine.ErrBadRate):
-		return "ERR rate must be a finite number > 0"
-	case errors.Is(err, engine.ErrBadCost):
-		return "ERR cost must be an integer >= 0"
-	case errors.Is(err, engine.ErrPeriodTooLong):
-		return "ERR capacity/rate too large: a full refill would take longer than 2^60 ns (about 36 years)"
-	case errors.Is(err, engine.ErrZeroRate):
-		return "ERR zero rates are not supported"
-	case errors.Is(err, engine.ErrBadBurst):
-		return errRangePositive
-	case errors.Is(err, engine.ErrBadPeriod):
-		return "ERR period must be > 0 and < 1e12"
-	case errors.Is(err, engine.ErrBadTokens):
-		return errRangeOneToMax
-	case errors.Is(err, engine.ErrGCRATokensOverflow):
-		return "ERR GCRA limiting uses microsecond accuracy. Combination of period, tokens_per_period and TOKENS would cause an overflow"
-	case errors.Is(err, engine.ErrGCRABurstOverflow):
-		return "ERR GCRA limiting uses microsecond accuracy. Combination of period, tokens_per_period and max_burst would cause an overflow"
-	case errors.Is(err, engine.ErrBadLimit):
-		return "ERR limit must be an integer >= 1"
-	case errors.Is(err, engine.ErrLimitTooLarge):
-		return "ERR limit is above the maximum of 2^60"
-	case errors.Is(err, engine.ErrLogLimitTooLarge):
-		return "ERR limit is above RL.LOG's maximum of 100000 entries per key"
-	case errors.Is(err, engine.ErrBadWindow):
-		return "ERR window must be an integer >= 1 (milliseconds)"
-	case errors.Is(err, engine.ErrWindowTooLong):
-		return "ERR window is above the maximum of 2^60 ns (about 36 years)"
-	case errors.Is(err, engine.ErrClosed), errors.Is(err, context.Canceled):
-		return errShutdown
-	}
-	if t, ok := backendErrorText(err); ok {
+	if t, ok := command.ErrorText(err); ok {
 		return t
 	}
 	// Named policies: see the block at the end of this file.
@@ -207,20 +162,8 @@ func engineErrorText(err error) string {
 }
 
 // BackendError is an error from a Backend that carries its own wire text
-// (for example a cluster's TRYAGAIN). The text must follow Redis's
-// conventions: an upper-case code, a space, a message.
-type BackendError interface {
-	error
-	WireText() string
-}
-
-func backendErrorText(err error) (string, bool) {
-	var be BackendError
-	if errors.As(err, &be) {
-		return be.WireText(), true
-	}
-	return "", false
-}
+// (for example a cluster's TRYAGAIN): command.BackendError.
+type BackendError = command.BackendError
 
 // noPerm is Redis's text for a command the user may not run; a
 // subcommand is named container|sub.
@@ -232,9 +175,7 @@ func unknownCategory(cat []byte) string {
 	return "ERR Unknown category '" + acl.Sanitize(cat, 128) + "'"
 }
 
-func wrongArity(fullname string) string {
-	return "ERR wrong number of arguments for '" + fullname + "' command"
-}
+func wrongArity(fullname string) string { return command.WrongArity(fullname) }
 
 func unknownSubcommand(sub []byte, cmd string) string {
 	return "ERR unknown subcommand '" + acl.Sanitize(sub, 128) + "'. Try " + cmd + " HELP."

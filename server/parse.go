@@ -1,68 +1,10 @@
 package server
 
-import (
-	"strconv"
-	"unsafe"
-)
+import "github.com/rlserver/rlserver/command"
 
-// str views b as a string without copying; only for immediate parsing.
-func str(b []byte) string {
-	return unsafe.String(unsafe.SliceData(b), len(b))
-}
+// The argument parsers are command's (Redis's rules for integers and
+// floats).
 
-// parseInt parses a Redis integer argument: optional '-', decimal digits,
-// no spaces, within int64.
-func parseInt(b []byte) (int64, bool) {
-	// Fast path: up to 18 digits, no sign, cannot overflow.
-	if n := len(b); n > 0 && n <= 18 {
-		v := int64(0)
-		for _, c := range b {
-			d := c - '0'
-			if d > 9 {
-				goto slow
-			}
-			v = v*10 + int64(d)
-		}
-		return v, true
-	}
-slow:
-	if len(b) == 0 || len(b) > 20 || b[0] == '+' {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(str(b), 10, 64)
-	return n, err == nil
-}
-
-// parseFloat parses a Redis float argument. NaN and infinities parse; the
-// caller decides whether they are allowed.
-func parseFloat(b []byte) (float64, bool) {
-	if len(b) == 0 || len(b) > 64 {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(str(b), 64)
-	if err != nil {
-		// ParseFloat reports out-of-range values with an error but returns
-		// ±Inf; treat them as the infinities they are.
-		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-			return f, true
-		}
-		return 0, false
-	}
-	return f, true
-}
-
-func equalFold(b []byte, lower string) bool {
-	if len(b) != len(lower) {
-		return false
-	}
-	for i := range b {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != lower[i] {
-			return false
-		}
-	}
-	return true
-}
+func parseInt(b []byte) (int64, bool)       { return command.ParseInt(b) }
+func parseFloat(b []byte) (float64, bool)   { return command.ParseFloat(b) }
+func equalFold(b []byte, lower string) bool { return command.EqualFold(b, lower) }

@@ -191,8 +191,8 @@ func PolicyFileError(err error) string {
 }
 
 func isBackendError(err error) bool {
-	_, ok := backendErrorText(err)
-	return ok
+	var be BackendError
+	return errors.As(err, &be)
 }
 
 // ErrNoPolicyFile means ReloadPolicies was called with no policy file

@@ -9,6 +9,7 @@ package server
 import (
 	"context"
 	"errors"
+	"github.com/rlserver/rlserver/command"
 	"io"
 	"log/slog"
 	"net"
@@ -142,9 +143,9 @@ type Server struct {
 
 	mem *memlimit.Controller // maxmemory (memory.go)
 
-	scripts   atomic.Pointer[scriptState] // Lua scripts (script_cmd.go), made on first use
-	busyAfter atomic.Int64                // busy-reply-threshold in ns (CONFIG SET)
-	scriptMem atomic.Int64                // script-memory-limit in bytes, 0: none (CONFIG SET)
+	scripts   atomic.Pointer[command.Scripts] // Lua scripts (script_cmd.go), made on first use
+	busyAfter atomic.Int64                    // busy-reply-threshold in ns (CONFIG SET)
+	scriptMem atomic.Int64                    // script-memory-limit in bytes, 0: none (CONFIG SET)
 
 	settingsMu sync.RWMutex // guards cfg.Settings: CONFIG SET writes it
 	warnMu     sync.Mutex
@@ -202,7 +203,7 @@ func New(cfg Config, backend Backend) *Server {
 		mem:      memlimit.New(backend),
 	}
 	s.maxKeyLen.Store(int64(cfg.MaxKeyLen))
-	s.busyAfter.Store(int64(busyReplyThreshold))
+	s.busyAfter.Store(int64(command.BusyReplyThreshold))
 	switch {
 	case cfg.ScriptMemoryLimit == 0:
 		s.scriptMem.Store(script.DefaultMemoryLimit)
@@ -213,7 +214,7 @@ func New(cfg Config, backend Backend) *Server {
 		s.cfg.Settings = map[string]string{}
 	}
 	if _, ok := s.cfg.Settings["busy-reply-threshold"]; !ok {
-		ms := strconv.FormatInt(busyReplyThreshold.Milliseconds(), 10)
+		ms := strconv.FormatInt(command.BusyReplyThreshold.Milliseconds(), 10)
 		s.cfg.Settings["busy-reply-threshold"], s.cfg.Settings["lua-time-limit"] = ms, ms
 	}
 	s.cfg.Settings["script-memory-limit"] = strconv.FormatInt(s.scriptMem.Load(), 10)
@@ -366,7 +367,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stop.Store(true)
 	s.stopSampler()
 	if st := s.scripts.Load(); st != nil {
-		st.stop() // a script's writes are not applied until it ends: stopping one loses nothing acknowledged
+		st.Stop() // a script's writes are not applied until it ends: stopping one loses nothing acknowledged
 	}
 	for _, ln := range s.lns {
 		ln.Close()

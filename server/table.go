@@ -2,14 +2,11 @@ package server
 
 import (
 	"github.com/rlserver/rlserver/acl"
+	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/engine"
 )
 
 // entry is one command of the command table.
-// batchFunc appends a limiter command's requests to reqs, or returns its
-// error reply. m is the connection's memo of limit arguments (limiter.go).
-type batchFunc func(m *argMemo, reqs []engine.Request, args [][]byte) ([]engine.Request, string)
-
 type entry struct {
 	name     string // lower case; "container|sub" for subcommands
 	arity    int    // Redis convention: n exact, -n at least n (name included)
@@ -33,7 +30,7 @@ type entry struct {
 	// A limiter command appends its engine requests to reqs (or returns an
 	// error reply) and later renders the results; it reports how many
 	// decisions allowed and denied, for INFO.
-	batch  batchFunc
+	batch  command.BatchFunc
 	render func(r *replier, res []engine.Result) (allowed, denied int64)
 
 	// Any other command runs at once, after the pending batch is answered.

@@ -52,8 +52,11 @@ var allowed = map[string][]string{
 	// Readers of the status values, through interfaces of their own.
 	"metrics":    {"engine", "internal/offheap", "memlimit", "policy", "status"},
 	"statuspage": {"status"},
+	// What each command means: above the state machine, below the edge;
+	// no backend, no connection.
+	"command": {"engine", "kv", "resp", "script", "slots", "values"},
 	// The edge: no backend, which cmd/rlserver hands it.
-	"server": {"acl", "engine", "internal/offheap", "kv", "memlimit", "policy", "resp", "script", "slots", "status", "values"},
+	"server": {"acl", "command", "engine", "internal/offheap", "kv", "memlimit", "policy", "resp", "script", "slots", "status", "values"},
 	// The wiring.
 	"cmd/rlserver": {"acl", "cluster", "engine", "groups", "internal/conf", "internal/sysmon", "memlimit", "metrics", "persist", "policy", "raftlog", "resp", "server", "standalone", "status", "statuspage"},
 	// The Go client: it speaks RESP through go-redis, not through resp.

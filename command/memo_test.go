@@ -1,4 +1,4 @@
-package server
+package command
 
 import (
 	"math/rand/v2"
@@ -26,18 +26,18 @@ func TestArgMemo(t *testing.T) {
 		}
 		return s[rng.IntN(len(s))]
 	}
-	var memo argMemo
+	var memo Memo
 	hits := 0
 	for i := range 20000 {
-		cmd := lookup([]byte(names[rng.IntN(len(names))]))
-		args := [][]byte{[]byte(cmd.name), []byte("key" + string(rune('a'+i%3))),
+		cmd := lookupLimiter([]byte(names[rng.IntN(len(names))]))
+		args := [][]byte{[]byte(cmd.Name), []byte("key" + string(rune('a'+i%3))),
 			[]byte(pick(capacities)), []byte(pick(rates))}
 		if c := pick(costs); c != "" {
 			args = append(args, []byte(c))
 		}
 		wasHit := memo.owner != nil && len(args) == 4 && memo.holds(memo.owner, args[2], args[3])
-		got, gotErr := cmd.batch(&memo, nil, args)
-		want, wantErr := cmd.batch(&argMemo{}, nil, args)
+		got, gotErr := cmd.Batch(&memo, nil, args)
+		want, wantErr := cmd.Batch(&Memo{}, nil, args)
 		if gotErr != wantErr || !reflect.DeepEqual(got, want) {
 			t.Fatalf("%q: with memo %+v %q, fresh %+v %q", args, got, gotErr, want, wantErr)
 		}
@@ -50,13 +50,13 @@ func TestArgMemo(t *testing.T) {
 	}
 	// A limit the memo holds, asked by another command, is built by that
 	// command: RL.PEEK after RL.ALLOW stays read-only.
-	memo = argMemo{}
-	allow, peek := lookup([]byte("rl.allow")), lookup([]byte("rl.peek"))
+	memo = Memo{}
+	allow, peek := lookupLimiter([]byte("rl.allow")), lookupLimiter([]byte("rl.peek"))
 	args := [][]byte{[]byte("rl.allow"), []byte("k"), []byte("10"), []byte("1")}
-	if reqs, _ := allow.batch(&memo, nil, args); len(reqs) != 1 || reqs[0].ReadOnly {
+	if reqs, _ := allow.Batch(&memo, nil, args); len(reqs) != 1 || reqs[0].ReadOnly {
 		t.Fatalf("RL.ALLOW built %+v", reqs)
 	}
-	reqs, _ := peek.batch(&memo, nil, args)
+	reqs, _ := peek.Batch(&memo, nil, args)
 	if len(reqs) != 1 || !reqs[0].ReadOnly || reqs[0].Op != engine.OpGCRA {
 		t.Fatalf("RL.PEEK after RL.ALLOW built %+v, want a read-only GCRA request", reqs)
 	}

@@ -1,4 +1,4 @@
-package server
+package command
 
 import (
 	"testing"
@@ -9,12 +9,12 @@ import (
 // UNWATCH inside MULTI is queued, as in Redis, and answers +OK in its place
 // in EXEC's reply (withUnwatches).
 func TestWithUnwatches(t *testing.T) {
-	cmd := func(unwatch bool) queuedCmd {
+	cmd := func(unwatch bool) Queued {
 		if unwatch {
-			return queuedCmd{}
+			return Queued{}
 		}
 		spec, _ := kv.Lookup([]byte("get"))
-		return queuedCmd{spec: spec}
+		return Queued{Spec: spec}
 	}
 	cases := []struct {
 		queued []bool // true: UNWATCH
@@ -33,7 +33,7 @@ func TestWithUnwatches(t *testing.T) {
 		{[]bool{true, false}, "_\r\n", "_\r\n"},
 	}
 	for _, tc := range cases {
-		var q []queuedCmd
+		var q []Queued
 		n := 0
 		for _, u := range tc.queued {
 			q = append(q, cmd(u))
@@ -48,7 +48,7 @@ func TestWithUnwatches(t *testing.T) {
 	}
 	// A reply that does not parse, or has more than its count.
 	for _, bad := range []string{"*1\r\n$5\r\nab\r\n", "*1\r\n:1\r\n:2\r\n", "*1\r\n?x\r\n"} {
-		if _, ok := withUnwatches(bad, []queuedCmd{cmd(true), cmd(false)}, 1); ok {
+		if _, ok := withUnwatches(bad, []Queued{cmd(true), cmd(false)}, 1); ok {
 			t.Errorf("withUnwatches(%q) accepted", bad)
 		}
 	}

@@ -1,0 +1,42 @@
+package command
+
+import (
+	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/kv"
+)
+
+// The data commands (package kv): Redis's strings, hashes, sorted sets
+// and expiry, batched with the limiter commands. Each builds one engine
+// request that carries the parsed command; the engine runs it on its
+// keys' shards and returns its reply.
+
+// BatchData returns the batch function of spec's command: the request
+// that runs it.
+func BatchData(spec *kv.Spec) BatchFunc {
+	return func(m *Memo, reqs []engine.Request, args [][]byte) ([]engine.Request, string) {
+		return append(reqs, m.cmd(spec, args).Request()), ""
+	}
+}
+
+// cmd returns a data command for args from the connection's arena: the
+// commands of a batch are reused by the next one (Release), so a
+// pipeline of data commands allocates none.
+func (m *Memo) cmd(spec *kv.Spec, args [][]byte) *kv.Cmd {
+	if len(m.cmds) == cap(m.cmds) {
+		// A new block: the requests of this batch keep pointing into the
+		// old one, which stays alive until they are dropped.
+		m.cmds = make([]kv.Cmd, 0, max(16, 2*cap(m.cmds)))
+	}
+	m.cmds = m.cmds[:len(m.cmds)+1]
+	c := &m.cmds[len(m.cmds)-1]
+	c.Set(spec, args, m.RESP3)
+	return c
+}
+
+// Release drops the batch's data commands (and their references to the
+// connection's buffer) so the arena is reused; call it once the batch's
+// replies are written.
+func (m *Memo) Release() {
+	clear(m.cmds)
+	m.cmds = m.cmds[:0]
+}

@@ -1,0 +1,349 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/kv"
+	"github.com/rlserver/rlserver/script"
+	"github.com/rlserver/rlserver/slots"
+	"github.com/rlserver/rlserver/values"
+)
+
+// Lua scripts: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, and transactions that
+// hold them.
+//
+// A script runs on the connection's goroutine against a kv.Overlay: a
+// private copy of the keys it touches, read from the engine in one
+// command when the run starts (its declared keys) or when it first
+// touches another key. Its writes stay in the copy; when it ends they are
+// applied as one transaction of absolute restores under WATCH digests of
+// every key it touched (kv.Overlay.Effects), through the backend, so in a
+// cluster the Raft log carries the script's effects and never the script:
+// replicas run no Lua. If another command changed one of its keys in
+// between, nothing applies and the script runs again on fresh copies, so
+// every run that takes effect is serializable. Writes made before a script
+// error stay, as in Redis.
+//
+// TIME inside a script is the run's time. No shard is held while a script
+// runs, so a looping script stalls nobody; past busy-reply-threshold the
+// commands on its keys answer BUSY, as Redis's clients expect, and SCRIPT
+// KILL stops it if it has not written yet.
+
+// scriptRetries bounds the runs of one script whose effects keep meeting
+// changed keys.
+const scriptRetries = 64
+
+// BusyReplyThreshold is Redis's default busy-reply-threshold.
+const BusyReplyThreshold = 5 * time.Second
+
+// Backend is what scripts need of the keyspace's backend: running
+// requests (reads, effects) and counting keys (DBSIZE in a script).
+type Backend interface {
+	Do(ctx context.Context, reqs []engine.Request, res []engine.Result) error
+	Len(ctx context.Context) (int, error)
+}
+
+// Scripts is a server's script cache and the scripts running.
+type Scripts struct {
+	ctx     context.Context // ends at Stop: every run stops
+	stop    context.CancelFunc
+	cache   *script.Engine
+	backend Backend
+	known   func(lowerName []byte) bool
+	mu      sync.Mutex
+	running map[*scriptRun]struct{}
+	n       atomic.Int32 // len(running), read without the lock
+	busy    atomic.Int32 // running scripts past busy-reply-threshold, as of the last tick (watchBusy)
+}
+
+type scriptRun struct {
+	run  *script.Running
+	keys []string
+}
+
+// NewScripts returns an empty script cache whose scripts run on backend,
+// each within memLimit bytes (0: none). known reports whether a command
+// name that is neither a data nor a limiter command is one the server
+// has (a script calling it is told it is not allowed, not unknown). Stop
+// ends its background work.
+func NewScripts(backend Backend, known func(lowerName []byte) bool, memLimit int64) *Scripts {
+	ctx, stop := context.WithCancel(context.Background())
+	st := &Scripts{ctx: ctx, stop: stop, cache: script.New(), backend: backend, known: known,
+		running: map[*scriptRun]struct{}{}}
+	st.cache.SetMemoryLimit(memLimit)
+	go st.watchBusy()
+	return st
+}
+
+// Stop stops every run (a script's writes are not applied until it ends:
+// stopping one loses nothing acknowledged) and the busy watch.
+func (st *Scripts) Stop() { st.stop() }
+
+// SetMemoryLimit bounds each run's memory from the next run on.
+func (st *Scripts) SetMemoryLimit(n int64) { st.cache.SetMemoryLimit(n) }
+
+// Run is how a script or transaction runs: the connection's protocol,
+// busy-reply-threshold, and whether the server is one of several groups
+// (a script's keys must then share one slot).
+type Run struct {
+	RESP3     bool
+	BusyAfter time.Duration
+	Sharded   bool
+}
+
+// Outcome is what a script or a transaction came to, for the edge to
+// write: Err, when set, is an error reply; otherwise Reply is the reply
+// in the connection's protocol, and Failed tells whether it is an error
+// (a script's error), for the error counters.
+type Outcome struct {
+	Reply  []byte
+	Err    string
+	Failed bool
+}
+
+func failed(text string) Outcome { return Outcome{Err: text} }
+
+// EvalKeys gives the key positions of an EVAL-family command: its numkeys
+// keys after the script (first 0 when there are none or numkeys is bad).
+func EvalKeys(args [][]byte) (first, last, step int) {
+	if len(args) < 3 {
+		return 0, -1, 1
+	}
+	n, ok := values.ParseInt(args[2])
+	if !ok || n <= 0 || n > int64(len(args)-3) {
+		return 0, -1, 1
+	}
+	return 3, 2 + int(n), 1
+}
+
+// Eval runs an EVAL-family command (bySHA: EVALSHA; ro: the _RO forms);
+// args fit its arity.
+func (st *Scripts) Eval(args [][]byte, bySHA, ro bool, o Run) Outcome {
+	keys, text := st.scriptKeys(args, bySHA)
+	if text != "" {
+		return failed(text)
+	}
+	run := st.start(keys)
+	defer st.remove(run)
+	return st.onOverlay(keys, nil, o.RESP3, func(ov *kv.Overlay, out []byte) ([]byte, bool) {
+		return st.runScript(ov, run, args, bySHA, ro, o, out)
+	})
+}
+
+// scriptKeys checks an EVAL's numkeys and the script's presence (EVALSHA)
+// and returns its keys, or the error text.
+func (st *Scripts) scriptKeys(args [][]byte, bySHA bool) ([][]byte, string) {
+	n, ok := values.ParseInt(args[2]) // canonical, as Redis's string2ll: "01" is not a number
+	switch {
+	case !ok:
+		return nil, errNotInteger
+	case n < 0:
+		return nil, "ERR Number of keys can't be negative"
+	case n > int64(len(args)-3):
+		return nil, "ERR Number of keys can't be greater than number of args"
+	case bySHA && !st.cache.Exists(strings.ToLower(string(args[1]))):
+		return nil, script.ErrNoScript
+	}
+	return args[3 : 3+n], ""
+}
+
+// do1 runs one request through the backend (kv.Do).
+func (st *Scripts) do1(req engine.Request) (engine.Result, error) {
+	res := make([]engine.Result, 1)
+	err := st.backend.Do(context.Background(), []engine.Request{req}, res)
+	return res[0], err
+}
+
+// onOverlay runs a program (a script, or a transaction that holds
+// scripts) on a copy of its keys and applies its effects, running it again
+// while another command changed one of its keys in between (kv.Overlay).
+// program appends its reply to out and returns it, and whether it is an
+// error. watches are a transaction's WATCHed keys: if one changed since
+// WATCH, the reply is a null array and nothing runs.
+func (st *Scripts) onOverlay(keys [][]byte, watches []kv.Watch, resp3 bool, program func(ov *kv.Overlay, out []byte) ([]byte, bool)) Outcome {
+	for range scriptRetries {
+		ov := kv.NewOverlay(time.Now().UnixNano(), kv.FetchWith(st.do1))
+		ov.Load(keys)
+		for _, w := range watches {
+			if ov.Digest(w.Key) != w.Digest && ov.Err() == nil {
+				w := kv.Writer{RESP3: resp3}
+				w.NilArray()
+				return Outcome{Reply: w.B}
+			}
+		}
+		out, isErr := program(ov, nil)
+		if st.ctx.Err() != nil {
+			return failed("ERR the server is shutting down: the script was stopped and none of its writes applied")
+		}
+		if ferr := ov.Err(); ferr != nil {
+			// The backend's own text: CLUSTERDOWN, TRYAGAIN, UNKNOWN...
+			// tell the client whether the program can have run.
+			return failed(errorText(ferr))
+		}
+		if ov.Wrote() || !ov.Consistent() {
+			err := ov.Effects(false).Apply(st.do1)
+			var refused *kv.Refused
+			switch {
+			case errors.Is(err, kv.ErrConflict):
+				continue // a key changed since the run read it: run again
+			case errors.As(err, &refused):
+				// A restore was refused (OOM): nothing that needed a new
+				// key applied; report it as Redis would.
+				return failed(refused.Text)
+			case err != nil:
+				return failed(errorText(err))
+			}
+		}
+		return Outcome{Reply: out, Failed: isErr}
+	}
+	return failed("BUSY the script's keys kept changing while it ran; try again")
+}
+
+// runScript runs one EVAL-family command (args, checked by scriptKeys) on
+// ov and appends its reply, errors included, to out.
+func (st *Scripts) runScript(ov *kv.Overlay, run *scriptRun, args [][]byte, bySHA, ro bool, o Run, out []byte) ([]byte, bool) {
+	n, _ := values.ParseInt(args[2])
+	keys, argv := args[3:3+n], args[3+n:]
+	caller := &caller{st: st, ov: ov, ro: ro, run: run.run, slot: -1}
+	if o.Sharded && len(keys) > 0 {
+		caller.slot = slots.Of(keys[0])
+	}
+	opts := &script.Options{Running: run.run, BusyAfter: o.BusyAfter}
+	var reply script.Reply
+	var err error
+	if bySHA {
+		reply, err = st.cache.EvalSHA(st.ctx, strings.ToLower(string(args[1])), keys, argv, caller, opts)
+	} else {
+		reply, err = st.cache.Eval(st.ctx, args[1], keys, argv, caller, opts)
+	}
+	if err != nil {
+		return append(append(append(out, '-'), err.Error()...), '\r', '\n'), true
+	}
+	return reply.Append(out, o.RESP3), false
+}
+
+// start registers a script about to run on keys (for BUSY and SCRIPT
+// KILL); remove unregisters it.
+func (st *Scripts) start(keys [][]byte) *scriptRun {
+	run := &scriptRun{run: &script.Running{}}
+	for _, k := range keys {
+		run.keys = append(run.keys, string(k))
+	}
+	st.add(run)
+	return run
+}
+
+func (st *Scripts) add(r *scriptRun) {
+	st.mu.Lock()
+	st.running[r] = struct{}{}
+	st.n.Store(int32(len(st.running)))
+	st.mu.Unlock()
+}
+
+func (st *Scripts) remove(r *scriptRun) {
+	st.mu.Lock()
+	delete(st.running, r)
+	st.n.Store(int32(len(st.running)))
+	st.mu.Unlock()
+}
+
+// watchBusy counts the scripts past busy-reply-threshold every 10 ms, so
+// that the commands of a server with no busy script pay one atomic load
+// for the check (Busy).
+func (st *Scripts) watchBusy() {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-st.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if st.n.Load() == 0 {
+			st.busy.Store(0)
+			continue
+		}
+		n := int32(0)
+		st.mu.Lock()
+		for r := range st.running {
+			if r.run.Busy() {
+				n++
+			}
+		}
+		st.mu.Unlock()
+		st.busy.Store(n)
+	}
+}
+
+// AnyBusy reports whether a script runs past busy-reply-threshold: one
+// atomic load, for every command's check.
+func (st *Scripts) AnyBusy() bool { return st.busy.Load() != 0 }
+
+// Busy reports whether a script that runs past busy-reply-threshold holds
+// one of the keys of args at positions first to last by step: the
+// command then answers BUSY. A script stalls only the commands on its
+// keys.
+func (st *Scripts) Busy(args [][]byte, first, last, step int) bool {
+	if st.busy.Load() == 0 || first <= 0 {
+		return false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for r := range st.running {
+		if !r.run.Busy() {
+			continue
+		}
+		for i := first; i <= last && i < len(args); i += step {
+			if slices.Contains(r.keys, string(args[i])) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Load compiles and caches a script (SCRIPT LOAD) and returns its SHA1,
+// or the compile error's text.
+func (st *Scripts) Load(src []byte) (sha string, errText string) {
+	sha, err := st.cache.Load(src)
+	if err != nil {
+		return "", err.Error()
+	}
+	return sha, ""
+}
+
+// Exists reports whether the script of sha (any case) is cached.
+func (st *Scripts) Exists(sha []byte) bool {
+	return st.cache.Exists(strings.ToLower(string(sha)))
+}
+
+// Flush empties the cache (SCRIPT FLUSH).
+func (st *Scripts) Flush() { st.cache.Flush() }
+
+// Kill stops the running script (SCRIPT KILL): the one past
+// busy-reply-threshold if there is one. It returns the error text when
+// no script runs or the script has written.
+func (st *Scripts) Kill() string {
+	st.mu.Lock()
+	var target *script.Running
+	for r := range st.running {
+		if r.run.Active() && (target == nil || r.run.Busy()) {
+			target = r.run
+		}
+	}
+	st.mu.Unlock()
+	if target == nil {
+		return script.ErrNotBusy
+	}
+	if err := target.Kill(); err != nil {
+		return err.Error()
+	}
+	return ""
+}
