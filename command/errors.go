@@ -90,6 +90,8 @@ func ErrorText(err error) (string, bool) {
 		return "ERR window must be an integer >= 1 (milliseconds)", true
 	case errors.Is(err, engine.ErrWindowTooLong):
 		return "ERR window is above the maximum of 2^60 ns (about 36 years)", true
+	case errors.Is(err, engine.ErrDuplicateTier):
+		return "ERR a key appears twice in one RL.CHECK", true
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, context.Canceled):
 		return ErrShutdown, true
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"github.com/rlserver/rlserver/command"
 
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/policy"
@@ -69,7 +70,7 @@ func (s *Server) flushBatch(c *client) {
 			continue
 		default:
 			res := c.res[p.first : p.first+p.n]
-			if err := firstErr(res); err != nil {
+			if err := command.FirstErr(res); err != nil {
 				c.rep.error(engineErrorText(err))
 				break
 			}
@@ -146,13 +147,4 @@ func (s *Server) renderTieredReply(c *client, p pendingReply, t *connTally) (all
 		c.st.deny(deniedKey)
 	}
 	return a, d
-}
-
-func firstErr(res []engine.Result) error {
-	for i := range res {
-		if res[i].Err != nil {
-			return res[i].Err
-		}
-	}
-	return nil
 }

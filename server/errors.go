@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/rlserver/rlserver/acl"
-	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/policy"
 )
 
@@ -217,7 +216,6 @@ func unknownCommand(args [][]byte) string {
 const (
 	errNoPolicies     = "ERR this server keeps no policies"
 	errNoPolicyFile   = "ERR no policy file is configured (start rlserver with --policies FILE)"
-	errTooManyTiers   = "ERR too many tiers in one RL.CHECK (at most 64)"
 	errPolicyBadName  = "ERR invalid policy name: 1 to 64 letters, digits, '_', '-' or '.', and not COST"
 	errPolicyKind     = "ERR unknown policy kind: use ALLOW, THROTTLE, FIXED, SLIDING, LOG or SHAPE"
 	errPolicyArity    = "ERR wrong number of parameters: ALLOW capacity rate | THROTTLE max_burst count_per_period period | FIXED, SLIDING or LOG limit window_ms | SHAPE capacity rate"
@@ -254,8 +252,6 @@ func policyErrorText(err error) (string, bool) {
 		return errPolicyTwice, true
 	case errors.Is(err, policy.ErrLineTooLong):
 		return "ERR line too long (at most 4096 bytes)", true
-	case errors.Is(err, engine.ErrDuplicateTier):
-		return "ERR a key appears twice in one RL.CHECK", true
 	}
 	return "", false
 }
@@ -268,12 +264,4 @@ func policyCmdErrorText(err error) string {
 		return t
 	}
 	return engineErrorText(err)
-}
-
-func duplicateTierKey(key []byte) string {
-	return "ERR key '" + acl.Sanitize(key, 128) + "' appears twice in one RL.CHECK"
-}
-
-func unknownPolicy(name []byte) string {
-	return "ERR unknown policy '" + acl.Sanitize(name, 128) + "'"
 }

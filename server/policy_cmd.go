@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"github.com/rlserver/rlserver/command"
+	"github.com/rlserver/rlserver/kv"
 	"strconv"
 	"strings"
 
@@ -38,9 +40,6 @@ type Policies interface {
 	DoPolicies(ctx context.Context, reqs []engine.Request, names [][]byte, res []engine.Result) error
 }
 
-// maxTiers bounds the tiers of one RL.CHECK.
-const maxTiers = 64
-
 func init() {
 	register(
 		container("rl.policy", "A container for named rate-limit policies.", "ratelimit",
@@ -57,11 +56,11 @@ func init() {
 		),
 		&entry{
 			name: "rl.check", arity: -3, flags: []string{"write", "denyoom", "fast", "movablekeys"},
-			firstKey: 2, lastKey: -1, keyStep: 2, movableKeys: checkKeyPositions,
+			firstKey: 2, lastKey: -1, keyStep: 2, movableKeys: command.CheckKeys,
 			acl:     []string{"@write", "@fast", "@ratelimit"},
 			summary: "Checks a request against one or more policies, all-or-nothing: RL.CHECK [COST n] policy key [policy key ...]. Replies [allowed, deciding_tier, [policy, key, allowed, limit, remaining, retry_after_ms, reset_after_ms, delay_ms] per tier].",
 			group:   "ratelimit", since: "0.9.0",
-			tiered: batchCheck, renderTiered: renderCheck,
+			tiered: command.BatchCheck, renderTiered: renderCheck,
 		},
 	)
 }
@@ -229,158 +228,22 @@ func (s *Server) ReloadPolicies(ctx context.Context) (int, error) {
 	return len(ps), nil
 }
 
-// checkKeyPositions gives RL.CHECK's keys: every second argument after
-// the policy name, which follows COST n when given.
-func checkKeyPositions(args [][]byte) (first, last, step int) {
-	first = 2
-	if len(args) > 1 && equalFold(args[1], "cost") {
-		first = 4
-	}
-	return first, len(args) - 1, 2
-}
-
-// batchCheck parses RL.CHECK [COST n] policy key [policy key ...] into one
-// all-or-nothing group: a request per tier, carrying its key and the
-// cost, the first one the group's size; the names go beside them.
-func batchCheck(reqs []engine.Request, names, args [][]byte) ([]engine.Request, [][]byte, string) {
-	i, cost := 1, int64(1)
-	if equalFold(args[1], "cost") {
-		if len(args) < 5 {
-			return reqs, names, wrongArity("rl.check")
-		}
-		v, ok := parseInt(args[2])
-		if !ok {
-			return reqs, names, errNotInteger
-		}
-		if v < 0 {
-			return reqs, names, engineErrorText(engine.ErrBadCost)
-		}
-		i, cost = 3, v
-	}
-	rest := args[i:]
-	if len(rest)%2 != 0 {
-		return reqs, names, errSyntax
-	}
-	n := len(rest) / 2
-	if n > maxTiers {
-		return reqs, names, errTooManyTiers
-	}
-	first := len(reqs)
-	for k := 0; k < n; k++ {
-		name, key := rest[2*k], rest[2*k+1]
-		if !policy.ValidName(name) {
-			return reqs, names, unknownPolicy(name)
-		}
-		for j := 0; j < k; j++ {
-			if string(rest[2*j+1]) == string(key) {
-				return reqs, names, duplicateTierKey(key)
-			}
-		}
-		reqs = append(reqs, engine.Request{Key: key, Cost: cost})
-		names = append(names, name)
-	}
-	reqs[first].Tiers = uint16(n)
-	return reqs, names, ""
-}
-
-// renderCheck writes RL.CHECK's reply:
-//
-//  1. 1 if every tier allowed and all were charged, 0 otherwise (none charged)
-//  2. the deciding tier, 1-based: when rejected, the first tier that
-//     rejected; when allowed, the tier with the fewest remaining (the
-//     first on ties)
-//     3...) per tier, in argument order: [policy, key, allowed, limit,
-//     remaining, retry_after_ms (0 when allowed, -1 never), reset_after_ms,
-//     delay_ms (SHAPE tiers of an admitted check: the delay; else 0)]
-//
-// An unknown policy (also one deleted since) is an error naming it; a
-// tier's error (WRONGTYPE) is the reply's error, and nothing was charged.
-// It counts the decision per policy: allowed for every tier of an allowed
-// check, denied for each tier that rejected.
+// renderCheck writes RL.CHECK's reply (command.RenderCheck), counting
+// its decisions per policy in the backend's store.
 func renderCheck(s *Server, r *replier, reqs []engine.Request, names [][]byte, res []engine.Result) (allowed, denied int64, deniedKey []byte, failed bool) {
-	for i := range res {
-		if errors.Is(res[i].Err, policy.ErrUnknown) {
-			r.error(unknownPolicy(names[i]))
-			return 0, 0, nil, true
-		}
-	}
-	for i := range res {
-		if err := res[i].Err; err != nil && !errors.Is(err, engine.ErrGroupAborted) {
-			r.error(engineErrorText(err))
-			return 0, 0, nil, true
-		}
-	}
-	for i := range res {
-		if res[i].Err != nil {
-			r.error(errInternal)
-			return 0, 0, nil, true
-		}
-	}
-	ok := true
-	decider := -1
-	for i := range res {
-		if !res[i].Allowed {
-			ok = false
-			if decider < 0 {
-				decider = i
-			}
-		}
-	}
-	if ok {
-		decider = 0
-		for i := range res {
-			if res[i].Remaining < res[decider].Remaining {
-				decider = i
-			}
-		}
-	}
 	var store *policy.Store
 	if pb := s.policies(); pb != nil {
 		store = pb.PolicyStore()
 	}
-	r.conn.WriteArray(2 + len(res))
-	if ok {
-		r.conn.WriteInt64(1)
-	} else {
-		r.conn.WriteInt64(0)
+	w := kv.Writer{B: r.scratch[:0]}
+	allowed, denied, deniedKey, errText := command.RenderCheck(&w, reqs, names, res, store)
+	if errText != "" {
+		r.error(errText)
+		return 0, 0, nil, true
 	}
-	r.conn.WriteInt64(int64(decider + 1))
-	for i := range res {
-		d := &res[i]
-		r.conn.WriteArray(8)
-		r.conn.WriteBulk(names[i])
-		r.conn.WriteBulk(reqs[i].Key)
-		tierAllowed := int64(0)
-		if d.Allowed {
-			tierAllowed = 1
-		}
-		r.conn.WriteInt64(tierAllowed)
-		r.conn.WriteInt64(d.Limit)
-		r.conn.WriteInt64(d.Remaining)
-		retry := ceilDiv(d.RetryAfter, msNanos)
-		if d.Allowed {
-			retry = 0
-		}
-		r.conn.WriteInt64(retry)
-		r.conn.WriteInt64(ceilDiv(d.ResetAfter, msNanos))
-		delay := int64(0)
-		if ok && d.Delay > 0 {
-			delay = ceilDiv(d.Delay, msNanos)
-		}
-		r.conn.WriteInt64(delay)
-		if store != nil {
-			switch {
-			case ok:
-				store.Record(names[i], 1, 0)
-			case !d.Allowed:
-				store.Record(names[i], 0, 1)
-			}
-		}
-	}
-	if ok {
-		return 1, 0, nil, false
-	}
-	return 0, 1, reqs[decider].Key, false
+	r.conn.WriteRaw(w.B)
+	r.scratch = w.B
+	return allowed, denied, deniedKey, false
 }
 
 // writePolicyInfo writes INFO's policies section: the number of policies,

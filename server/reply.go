@@ -32,17 +32,3 @@ func (r *replier) null() { r.conn.w.WriteNil() }
 // verbatim writes a text reply (INFO, CLIENT INFO): a verbatim string in
 // RESP3, a bulk string in RESP2.
 func (r *replier) verbatim(s string) { r.conn.w.WriteVerbatim(s) }
-
-// ceilDiv rounds a non-negative duration in ns up to whole units; -1
-// ("never") stays -1.
-func ceilDiv(ns, unit int64) int64 {
-	if ns < 0 {
-		return -1
-	}
-	return (ns + unit - 1) / unit
-}
-
-const (
-	msNanos  = int64(1e6)
-	secNanos = int64(1e9)
-)
