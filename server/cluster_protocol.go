@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"github.com/rlserver/rlserver/command"
+	"github.com/rlserver/rlserver/kv"
 
 	"github.com/rlserver/rlserver/slots"
 	"github.com/rlserver/rlserver/status"
@@ -97,109 +99,38 @@ func clusterModeCommand(name string, flags []string, summary string) *entry {
 		}}
 }
 
-// clusterHelp is CLUSTER HELP's text: Redis's lines for the subcommands
-// rlserver has.
-var clusterHelp = []string{
-	"CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-	"COUNTKEYSINSLOT <slot>",
-	"    Return the number of keys in <slot>.",
-	"GETKEYSINSLOT <slot> <count>",
-	"    Return key names stored by current node in a slot.",
-	"INFO",
-	"    Return information about the cluster.",
-	"KEYSLOT <key>",
-	"    Return the hash slot for <key>.",
-	"MYID",
-	"    Return the node id.",
-	"MYSHARDID",
-	"    Return the node's shard id.",
-	"NODES",
-	"    Return cluster configuration seen by node. Output format:",
-	"    <id> <ip:port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
-	"SLOTS",
-	"    Return information about slots range mappings. Each range is made of:",
-	"    start, end, master and replicas IP addresses, ports and ids",
-	"SHARDS",
-	"    Return information about slot range mappings and the nodes associated with them.",
-	"HELP",
-	"    Prints this help.",
-}
-
 func cmdClusterHelp(s *Server, c *client) {
 	if s.router == nil {
 		c.rep.error(errClusterDisabled)
 		return
 	}
-	c.rep.conn.WriteArray(len(clusterHelp))
-	for _, l := range clusterHelp {
+	c.rep.conn.WriteArray(len(command.ClusterHelp))
+	for _, l := range command.ClusterHelp {
 		c.rep.conn.WriteString(l)
 	}
 }
 
-// cmdClusterSlots: one entry per run of slots whose leader is known,
-// [start, end, [host, port, id, {}]], the leader only (followers are not
-// advertised as replicas). The fourth element of the node is Redis 7's
-// map of extra networking metadata, empty.
 func cmdClusterSlots(_ *Server, c *client, r SlotRouter, _ [][]byte) outcome {
-	v := newClusterView(r.Topology())
-	c.rep.conn.WriteArray(len(v.runs))
-	for _, run := range v.runs {
-		c.rep.conn.WriteArray(3)
-		c.rep.conn.WriteInt(run.start)
-		c.rep.conn.WriteInt(run.end)
-		c.rep.conn.WriteArray(4)
-		c.rep.conn.WriteBulkString(run.node.host)
-		c.rep.conn.WriteInt(run.node.port)
-		c.rep.conn.WriteBulkString(run.node.ID)
-		c.rep.mapHeader(0)
-	}
+	w := kv.Writer{RESP3: c.rep.resp3()}
+	command.ClusterSlots(&w, r.Topology())
+	c.rep.conn.WriteRaw(w.B)
 	return cmdOK
 }
 
-// cmdClusterShards: one shard per node with an address, as Redis lists
-// every master: its slots as a flat list of start, end pairs (empty for a
-// node that leads no group) and its one node, the leader. Groups led by
-// one process are one shard, because clients (rueidis) key shards by the
-// master's address.
 func cmdClusterShards(_ *Server, c *client, r SlotRouter, _ [][]byte) outcome {
-	v := newClusterView(r.Topology())
-	c.rep.conn.WriteArray(len(v.nodes))
-	for _, n := range v.nodes {
-		c.rep.mapHeader(2)
-		c.rep.conn.WriteBulkString("slots")
-		c.rep.conn.WriteArray(2 * len(n.runs))
-		for _, run := range n.runs {
-			c.rep.conn.WriteInt(run.start)
-			c.rep.conn.WriteInt(run.end)
-		}
-		c.rep.conn.WriteBulkString("nodes")
-		c.rep.conn.WriteArray(1)
-		c.rep.mapHeader(7)
-		c.rep.conn.WriteBulkString("id")
-		c.rep.conn.WriteBulkString(n.ID)
-		c.rep.conn.WriteBulkString("port")
-		c.rep.conn.WriteInt(n.port)
-		c.rep.conn.WriteBulkString("ip")
-		c.rep.conn.WriteBulkString(n.host)
-		c.rep.conn.WriteBulkString("endpoint")
-		c.rep.conn.WriteBulkString(n.host)
-		c.rep.conn.WriteBulkString("role")
-		c.rep.conn.WriteBulkString("master")
-		c.rep.conn.WriteBulkString("replication-offset")
-		c.rep.conn.WriteInt64(int64(n.applied))
-		c.rep.conn.WriteBulkString("health")
-		c.rep.conn.WriteBulkString("online")
-	}
+	w := kv.Writer{RESP3: c.rep.resp3()}
+	command.ClusterShards(&w, r.Topology())
+	c.rep.conn.WriteRaw(w.B)
 	return cmdOK
 }
 
 func cmdClusterNodesRedis(_ *Server, c *client, r SlotRouter, _ [][]byte) outcome {
-	c.rep.verbatim(newClusterView(r.Topology()).nodesText())
+	c.rep.verbatim(command.ClusterNodes(r.Topology()))
 	return cmdOK
 }
 
 func cmdClusterInfo(_ *Server, c *client, r SlotRouter, _ [][]byte) outcome {
-	c.rep.verbatim(newClusterView(r.Topology()).infoText())
+	c.rep.verbatim(command.ClusterInfo(r.Topology()))
 	return cmdOK
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/rlserver/rlserver/command"
 	"maps"
 	"slices"
 	"strings"
@@ -75,7 +76,7 @@ func TestClusterCommandsWithRouter(t *testing.T) {
 				t.Errorf("RESP%d %s = %s, want %s", proto, c.cmd, got, c.want)
 			}
 		}
-		if v := rc.do("CLUSTER", "HELP"); v.typ != '*' || len(v.elems) != len(clusterHelp) || v.elems[1].String() != "+COUNTKEYSINSLOT <slot>" {
+		if v := rc.do("CLUSTER", "HELP"); v.typ != '*' || len(v.elems) != len(command.ClusterHelp) || v.elems[1].String() != "+COUNTKEYSINSLOT <slot>" {
 			t.Errorf("RESP%d CLUSTER HELP = %s", proto, v)
 		}
 		m := infoFields(rc.do("INFO").text)

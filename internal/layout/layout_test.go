@@ -54,7 +54,7 @@ var allowed = map[string][]string{
 	"statuspage": {"status"},
 	// What each command means: above the state machine, below the edge;
 	// no backend, no connection.
-	"command": {"acl", "engine", "kv", "policy", "resp", "script", "slots", "values"},
+	"command": {"acl", "engine", "kv", "policy", "resp", "script", "slots", "status", "values"},
 	// The edge: no backend, which cmd/rlserver hands it.
 	"server": {"acl", "command", "engine", "internal/offheap", "kv", "memlimit", "policy", "resp", "script", "slots", "status", "values"},
 	// The wiring.

@@ -1,6 +1,7 @@
-package server
+package command
 
 import (
+	"github.com/rlserver/rlserver/kv"
 	"net"
 	"strconv"
 	"strings"
@@ -8,6 +9,10 @@ import (
 	"github.com/rlserver/rlserver/slots"
 	"github.com/rlserver/rlserver/status"
 )
+
+// The Redis Cluster protocol's replies (CLUSTER SLOTS, SHARDS, NODES,
+// INFO, HELP) from the backend's topology; the edge asks the backend for
+// it and writes what these return.
 
 // clusterView is a Topology arranged for the CLUSTER replies: its nodes
 // with their addresses split, and the runs of slots each one leads.
@@ -167,3 +172,92 @@ func (v *clusterView) infoText() string {
 	kv("total_cluster_links_buffer_limit_exceeded", 0)
 	return b.String()
 }
+
+// ClusterHelp is CLUSTER HELP's text: Redis's lines for the subcommands
+// rlserver has.
+var ClusterHelp = []string{
+	"CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	"COUNTKEYSINSLOT <slot>",
+	"    Return the number of keys in <slot>.",
+	"GETKEYSINSLOT <slot> <count>",
+	"    Return key names stored by current node in a slot.",
+	"INFO",
+	"    Return information about the cluster.",
+	"KEYSLOT <key>",
+	"    Return the hash slot for <key>.",
+	"MYID",
+	"    Return the node id.",
+	"MYSHARDID",
+	"    Return the node's shard id.",
+	"NODES",
+	"    Return cluster configuration seen by node. Output format:",
+	"    <id> <ip:port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+	"SLOTS",
+	"    Return information about slots range mappings. Each range is made of:",
+	"    start, end, master and replicas IP addresses, ports and ids",
+	"SHARDS",
+	"    Return information about slot range mappings and the nodes associated with them.",
+	"HELP",
+	"    Prints this help.",
+}
+
+// ClusterSlots writes CLUSTER SLOTS: one entry per run of slots whose
+// leader is known, [start, end, [host, port, id, {}]], the leader only
+// (followers are not advertised as replicas). The fourth element of the node is Redis 7's
+// map of extra networking metadata, empty.
+func ClusterSlots(w *kv.Writer, t status.Topology) {
+	v := newClusterView(t)
+	w.Array(len(v.runs))
+	for _, run := range v.runs {
+		w.Array(3)
+		w.Int(int64(run.start))
+		w.Int(int64(run.end))
+		w.Array(4)
+		w.BulkString(run.node.host)
+		w.Int(int64(run.node.port))
+		w.BulkString(run.node.ID)
+		w.Map(0)
+	}
+}
+
+// ClusterShards writes CLUSTER SHARDS: one shard per node with an
+// address, as Redis lists every master: its slots as a flat list of start, end pairs (empty for a
+// node that leads no group) and its one node, the leader. Groups led by
+// one process are one shard, because clients (rueidis) key shards by the
+// master's address.
+func ClusterShards(w *kv.Writer, t status.Topology) {
+	v := newClusterView(t)
+	w.Array(len(v.nodes))
+	for _, n := range v.nodes {
+		w.Map(2)
+		w.BulkString("slots")
+		w.Array(2 * len(n.runs))
+		for _, run := range n.runs {
+			w.Int(int64(run.start))
+			w.Int(int64(run.end))
+		}
+		w.BulkString("nodes")
+		w.Array(1)
+		w.Map(7)
+		w.BulkString("id")
+		w.BulkString(n.ID)
+		w.BulkString("port")
+		w.Int(int64(n.port))
+		w.BulkString("ip")
+		w.BulkString(n.host)
+		w.BulkString("endpoint")
+		w.BulkString(n.host)
+		w.BulkString("role")
+		w.BulkString("master")
+		w.BulkString("replication-offset")
+		w.Int(int64(n.applied))
+		w.BulkString("health")
+		w.BulkString("online")
+	}
+}
+
+// ClusterNodes is CLUSTER NODES's text (nodesText).
+func ClusterNodes(t status.Topology) string { return newClusterView(t).nodesText() }
+
+// ClusterInfo is CLUSTER INFO's text (infoText).
+func ClusterInfo(t status.Topology) string { return newClusterView(t).infoText() }
