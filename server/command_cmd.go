@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/rlserver/rlserver/command"
+	"github.com/rlserver/rlserver/kv"
 	"sort"
 	"strings"
 
@@ -136,84 +138,29 @@ func writeAllCommandInfo(r *replier) {
 	}
 }
 
-// writeCommandInfo writes Redis 7's ten-field command description:
-// name, arity, flags, first key, last key, step, ACL categories, tips,
-// key specifications, subcommands.
-func writeCommandInfo(r *replier, c *entry) {
-	r.conn.WriteArray(10)
-	r.conn.WriteBulkString(c.name)
-	r.conn.WriteInt(c.arity)
-	r.setHeader(len(c.flags))
-	for _, f := range c.flags {
-		r.conn.WriteString(f)
-	}
-	r.conn.WriteInt(c.firstKey)
-	r.conn.WriteInt(c.lastKey)
-	r.conn.WriteInt(c.keyStep)
-	r.setHeader(len(c.acl))
-	for _, a := range c.acl {
-		r.conn.WriteString(a)
-	}
-	r.conn.WriteArray(0) // tips
-	if c.firstKey == 0 {
-		r.conn.WriteArray(0)
-	} else {
-		r.conn.WriteArray(1)
-		writeKeySpec(r, c)
-	}
-	r.conn.WriteArray(len(c.subcommands))
+// desc describes c for COMMAND INFO and DOCS.
+func (c *entry) desc() *command.Desc {
+	d := &command.Desc{Name: c.name, Arity: c.arity, Flags: c.flags,
+		FirstKey: c.firstKey, LastKey: c.lastKey, KeyStep: c.keyStep, ACL: c.acl,
+		Summary: c.summary, Group: c.group, Since: c.since, Movable: c.movableKeys != nil}
 	for _, sc := range c.subcommands {
-		writeCommandInfo(r, sc)
+		d.Subcommands = append(d.Subcommands, sc.desc())
 	}
+	return d
 }
 
-// writeKeySpec describes the keys as one range starting at firstKey,
-// with Redis's key-spec flags (an access flag in upper case, the logical
-// ones in lower case, as Redis spells them). A command whose keys move
-// with its options (RL.CHECK [COST n]) has the range of its plainest form
-// flagged incomplete, which is what makes Redis and its clients treat it
-// as movablekeys and ask COMMAND GETKEYS.
-func writeKeySpec(r *replier, c *entry) {
-	flags := []string{"RW", "update"}
-	switch {
-	case hasFlag(c, "readonly"):
-		flags = []string{"RO", "access"}
-	case c.name == "del" || c.name == "unlink" || c.name == "rl.reset":
-		flags = []string{"RM", "delete"}
-	}
-	if c.movableKeys != nil {
-		flags = append(flags, "incomplete")
-	}
-	lastKey := 0
-	if c.lastKey < 0 {
-		lastKey = -1
-	}
-	r.mapHeader(3)
-	r.conn.WriteBulkString("flags")
-	r.setHeader(len(flags))
-	for _, f := range flags {
-		r.conn.WriteString(f)
-	}
-	r.conn.WriteBulkString("begin_search")
-	r.mapHeader(2)
-	r.conn.WriteBulkString("type")
-	r.conn.WriteBulkString("index")
-	r.conn.WriteBulkString("spec")
-	r.mapHeader(1)
-	r.conn.WriteBulkString("index")
-	r.conn.WriteInt(c.firstKey)
-	r.conn.WriteBulkString("find_keys")
-	r.mapHeader(2)
-	r.conn.WriteBulkString("type")
-	r.conn.WriteBulkString("range")
-	r.conn.WriteBulkString("spec")
-	r.mapHeader(3)
-	r.conn.WriteBulkString("lastkey")
-	r.conn.WriteInt(lastKey)
-	r.conn.WriteBulkString("keystep")
-	r.conn.WriteInt(c.keyStep)
-	r.conn.WriteBulkString("limit")
-	r.conn.WriteInt(0)
+func writeCommandInfo(r *replier, c *entry) {
+	w := kv.Writer{B: r.scratch[:0], RESP3: r.resp3()}
+	command.WriteInfo(&w, c.desc())
+	r.conn.WriteRaw(w.B)
+	r.scratch = w.B
+}
+
+func writeCommandDocs(r *replier, c *entry) {
+	w := kv.Writer{B: r.scratch[:0], RESP3: r.resp3()}
+	command.WriteDocs(&w, c.desc())
+	r.conn.WriteRaw(w.B)
+	r.scratch = w.B
 }
 
 func hasFlag(c *entry, f string) bool {
@@ -223,28 +170,6 @@ func hasFlag(c *entry, f string) bool {
 		}
 	}
 	return false
-}
-
-func writeCommandDocs(r *replier, c *entry) {
-	n := 3
-	if len(c.subcommands) > 0 {
-		n++
-	}
-	r.mapHeader(n)
-	r.conn.WriteBulkString("summary")
-	r.conn.WriteBulkString(c.summary)
-	r.conn.WriteBulkString("since")
-	r.conn.WriteBulkString(c.since)
-	r.conn.WriteBulkString("group")
-	r.conn.WriteBulkString(c.group)
-	if len(c.subcommands) > 0 {
-		r.conn.WriteBulkString("subcommands")
-		r.mapHeader(len(c.subcommands))
-		for _, sc := range c.subcommands {
-			r.conn.WriteBulkString(sc.name)
-			writeCommandDocs(r, sc)
-		}
-	}
 }
 
 // cmdCommandList: COMMAND LIST [FILTERBY MODULE name | ACLCAT category |
