@@ -2,11 +2,9 @@ package server
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"strconv"
-	"strings"
 
+	"github.com/rlserver/rlserver/command"
+	"github.com/rlserver/rlserver/kv"
 	"github.com/rlserver/rlserver/status"
 )
 
@@ -73,46 +71,15 @@ func (s *Server) cluster() Cluster {
 	return s.cfg.Cluster
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 func cmdClusterNodes(_ *Server, c *client, cl Cluster, _ [][]byte) outcome {
-	st := cl.ClusterStatus()
-	var b strings.Builder
-	for _, n := range st.Nodes {
-		var flags []string
-		if n.ID == st.NodeID {
-			flags = append(flags, "myself")
-		}
-		if n.ID == st.LeaderID {
-			flags = append(flags, "leader")
-		} else {
-			flags = append(flags, "follower")
-		}
-		if !n.Voter {
-			flags = append(flags, "nonvoter")
-		}
-		b.WriteString(n.ID + " " + n.RaftAddr + " " + orDash(n.RESPAddr) + " " + strings.Join(flags, ",") + "\n")
-	}
-	c.rep.verbatim(b.String())
+	c.rep.verbatim(command.RaftNodes(cl.ClusterStatus()))
 	return cmdOK
 }
 
 func cmdClusterLeader(_ *Server, c *client, cl Cluster, _ [][]byte) outcome {
-	st := cl.ClusterStatus()
-	l := st.Leader()
-	if l == nil {
-		c.rep.null()
-		return cmdOK
-	}
-	c.rep.conn.WriteArray(3)
-	c.rep.conn.WriteBulkString(l.ID)
-	c.rep.conn.WriteBulkString(l.RaftAddr)
-	c.rep.conn.WriteBulkString(l.RESPAddr)
+	w := kv.Writer{RESP3: c.rep.resp3()}
+	command.RaftLeader(&w, cl.ClusterStatus())
+	c.rep.conn.WriteRaw(w.B)
 	return cmdOK
 }
 
@@ -161,20 +128,7 @@ func cmdClusterGroups(s *Server, c *client, _ Cluster, _ [][]byte) outcome {
 		c.rep.error(ErrTextNotSharded)
 		return cmdOK
 	}
-	var b strings.Builder
-	for _, g := range r.Topology().Groups {
-		var ranges []string
-		for _, sr := range g.Ranges {
-			if sr.Start == sr.End {
-				ranges = append(ranges, strconv.Itoa(sr.Start))
-			} else {
-				ranges = append(ranges, strconv.Itoa(sr.Start)+"-"+strconv.Itoa(sr.End))
-			}
-		}
-		fmt.Fprintf(&b, "%d leader=%s role=%s slots=%s keys=%d applied=%d lag=%d\n",
-			g.ID, orDash(g.Leader), orDash(g.Role), orDash(strings.Join(ranges, ",")), g.Keys, g.Applied, g.Lag)
-	}
-	c.rep.verbatim(b.String())
+	c.rep.verbatim(command.Groups(r.Topology()))
 	return cmdOK
 }
 
@@ -212,18 +166,12 @@ func cmdClusterMove(s *Server, c *client, _ Cluster, args [][]byte) outcome {
 		c.rep.error(ErrTextNotSharded)
 		return cmdOK
 	}
-	start, err1 := strconv.Atoi(string(args[2]))
-	end, err2 := strconv.Atoi(string(args[3]))
-	if err1 != nil || err2 != nil || start < 0 || end < start || end >= 16384 {
-		c.rep.error("ERR Invalid or out of range slot")
+	start, end, g, text := command.ParseMove(args)
+	if text != "" {
+		c.rep.error(text)
 		return cmdOK
 	}
-	g, err := strconv.ParseUint(string(args[4]), 10, 32)
-	if err != nil || g == 0 {
-		c.rep.error("ERR invalid group id")
-		return cmdOK
-	}
-	id, err := mv.MoveSlots(context.Background(), start, end, uint32(g))
+	id, err := mv.MoveSlots(context.Background(), start, end, g)
 	if err != nil {
 		c.rep.error(engineErrorText(err))
 		return cmdOK
@@ -252,135 +200,32 @@ func cmdClusterMoves(s *Server, c *client, _ Cluster, _ [][]byte) outcome {
 		c.rep.error(ErrTextNotSharded)
 		return cmdOK
 	}
-	var b strings.Builder
-	for _, m := range r.Topology().Moves {
-		took := "-"
-		if m.Ended > 0 {
-			took = strconv.FormatInt((m.Ended-m.Began)/1e6, 10) + "ms"
-		}
-		fmt.Fprintf(&b, "%d slots=%d-%d from=%d to=%d state=%s keys=%d took=%s\n", m.ID, m.Start, m.End, m.Source, m.Target, m.State, m.Keys, took)
-	}
-	c.rep.verbatim(b.String())
+	c.rep.verbatim(command.Moves(r.Topology()))
 	return cmdOK
 }
 
-// splitHostPort splits a RESP address for ROLE; an unknown one is ("?", 0).
-func splitHostPort(addr string) (string, int64) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "?", 0
-	}
-	p, _ := strconv.ParseInt(port, 10, 64)
-	return host, p
-}
-
-// cmdRole answers as Redis does: a leader is a master with its replicas, a
-// follower a slave of the leader (state "connected" while a leader is known).
-// Offsets are Raft applied indexes.
+// cmdRole answers as Redis does (command.Role): alone or sharded, a
+// master; in one Raft group, the leader a master, a follower a slave.
 func cmdRole(s *Server, c *client, _ [][]byte) outcome {
-	cl := s.cluster()
-	// A sharded node is a master, as every node of CLUSTER NODES is.
-	if cl == nil || s.router != nil {
-		c.rep.conn.WriteArray(3)
-		c.rep.conn.WriteBulkString("master")
-		c.rep.conn.WriteInt64(0)
-		c.rep.conn.WriteArray(0)
-		return cmdOK
+	w := kv.Writer{RESP3: c.rep.resp3()}
+	if cl := s.cluster(); cl == nil || s.router != nil {
+		command.Role(&w, nil)
+	} else {
+		st := cl.ClusterStatus()
+		command.Role(&w, &st)
 	}
-	st := cl.ClusterStatus()
-	if st.Role == "leader" {
-		c.rep.conn.WriteArray(3)
-		c.rep.conn.WriteBulkString("master")
-		c.rep.conn.WriteInt64(int64(st.AppliedIndex))
-		var others []status.Node
-		for _, n := range st.Nodes {
-			if n.ID != st.NodeID {
-				others = append(others, n)
-			}
-		}
-		c.rep.conn.WriteArray(len(others))
-		for _, n := range others {
-			host, port := splitHostPort(n.RESPAddr)
-			c.rep.conn.WriteArray(3)
-			c.rep.conn.WriteBulkString(host)
-			c.rep.conn.WriteBulkString(strconv.FormatInt(port, 10))
-			c.rep.conn.WriteBulkString("0")
-		}
-		return cmdOK
-	}
-	host, port, state := "?", int64(0), "connect"
-	if l := st.Leader(); l != nil {
-		host, port = splitHostPort(l.RESPAddr)
-		state = "connected"
-	}
-	c.rep.conn.WriteArray(5)
-	c.rep.conn.WriteBulkString("slave")
-	c.rep.conn.WriteBulkString(host)
-	c.rep.conn.WriteInt64(port)
-	c.rep.conn.WriteBulkString(state)
-	c.rep.conn.WriteInt64(int64(st.AppliedIndex))
+	c.rep.conn.WriteRaw(w.B)
 	return cmdOK
 }
 
-// writeReplicationInfo writes INFO's replication section: Redis's role
-// fields, then the Raft view.
+// writeReplicationInfo writes INFO's replication section
+// (command.ReplicationInfo).
 func (s *Server) writeReplicationInfo(kv func(k string, v any)) {
 	cl := s.cluster()
 	if cl == nil {
-		kv("role", "master")
-		kv("connected_slaves", 0)
+		command.ReplicationInfo(nil, false, kv)
 		return
 	}
 	st := cl.ClusterStatus()
-	l := st.Leader()
-	switch {
-	case s.router != nil:
-		// Sharded: every node is a master of the slots it leads (the
-		// raft_* fields below are the meta group's).
-		kv("role", "master")
-		kv("connected_slaves", 0)
-	case st.Role == "leader":
-		kv("role", "master")
-		kv("connected_slaves", max(len(st.Nodes)-1, 0))
-	default:
-		kv("role", "slave")
-		if l != nil {
-			host, port := splitHostPort(l.RESPAddr)
-			kv("master_host", host)
-			kv("master_port", port)
-			kv("master_link_status", "up")
-		} else {
-			kv("master_link_status", "down")
-		}
-	}
-	kv("raft_node_id", st.NodeID)
-	kv("raft_state", st.Role)
-	if l != nil {
-		kv("raft_leader_id", l.ID)
-		kv("raft_leader_addr", l.RaftAddr)
-		kv("raft_leader_resp_addr", orDash(l.RESPAddr))
-	} else {
-		kv("raft_leader_id", "-")
-		kv("raft_leader_addr", "-")
-		kv("raft_leader_resp_addr", "-")
-	}
-	kv("raft_term", st.Term)
-	kv("raft_commit_index", st.CommitIndex)
-	kv("raft_applied_index", st.AppliedIndex)
-	kv("raft_last_log_index", st.LastLogIndex)
-	kv("raft_last_snapshot_index", st.SnapshotIndex)
-	kv("raft_leader_changes", st.LeaderChanges)
-	kv("raft_late_forwards", st.LateForwards)
-	kv("raft_disk_failed", b01(st.DiskFailed))
-	kv("raft_disk_write_errors", st.DiskWriteErrors)
-	kv("raft_disk_stalls", st.DiskStalls)
-	kv("raft_peers", len(st.Nodes))
-	kv("rl_cluster_removed", b01(st.Removed))
-	for i, n := range st.Nodes {
-		suffrage := "voter"
-		if !n.Voter {
-			suffrage = "nonvoter"
-		}
-		kv("peer"+strconv.Itoa(i), "id="+n.ID+",raft_addr="+n.RaftAddr+",resp_addr="+orDash(n.RESPAddr)+",suffrage="+suffrage)
-	}
+	command.ReplicationInfo(&st, s.router != nil, kv)
 }
