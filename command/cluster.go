@@ -1,11 +1,11 @@
 package command
 
 import (
-	"github.com/rlserver/rlserver/kv"
 	"net"
 	"strconv"
 	"strings"
 
+	"github.com/rlserver/rlserver/kv"
 	"github.com/rlserver/rlserver/slots"
 	"github.com/rlserver/rlserver/status"
 )

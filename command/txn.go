@@ -3,8 +3,11 @@ package command
 import (
 	"strconv"
 	"strings"
+	"sync/atomic"
 
+	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/kv"
+	"github.com/rlserver/rlserver/slots"
 )
 
 // Transactions: MULTI queues data, limiter and script commands; EXEC
@@ -22,6 +25,172 @@ type Queued struct {
 	Limiter *Limiter // a limiter command
 	Script  bool     // an EVAL-family command
 	Args    [][]byte
+}
+
+// ErrCrossSlot is Redis Cluster's refusal of keys in several slots.
+const ErrCrossSlot = "CROSSSLOT Keys in request don't hash to the same slot"
+
+// Txn is one connection's transaction: MULTI's queue and WATCH's keys.
+// Its zero value is not ready: Init it.
+type Txn struct {
+	On      bool     // between MULTI and EXEC or DISCARD
+	Dirty   bool     // a command was refused while queuing: EXEC aborts
+	Queued  []Queued // in order
+	slot    int      // the hash slot of the queued keys (sharded), -1 none yet
+	Watches []kv.Watch
+
+	// What CLIENT LIST shows of it, read by other connections: the
+	// commands queued (-1 outside MULTI) and the keys watched.
+	shownMulti, shownWatch atomic.Int32
+}
+
+// Init readies a transaction that is not open.
+func (t *Txn) Init() {
+	t.slot = -1
+	t.shownMulti.Store(-1)
+}
+
+// Shown is what CLIENT LIST shows, safe from any goroutine: the commands
+// queued (-1 outside MULTI) and the keys watched.
+func (t *Txn) Shown() (multi, watch int) {
+	return int(t.shownMulti.Load()), int(t.shownWatch.Load())
+}
+
+// show publishes the counts Shown reads.
+func (t *Txn) show() {
+	m := int32(-1)
+	if t.On {
+		m = int32(len(t.Queued))
+	}
+	t.shownMulti.Store(m)
+	t.shownWatch.Store(int32(len(t.Watches)))
+}
+
+// Reset ends the transaction and forgets the watched keys.
+func (t *Txn) Reset() {
+	t.On, t.Dirty, t.slot = false, false, -1
+	clear(t.Queued)
+	t.Queued = t.Queued[:0]
+	t.Watches = nil
+	t.show()
+}
+
+// Begin opens a transaction (MULTI).
+func (t *Txn) Begin() {
+	t.On, t.slot = true, -1
+	t.show()
+}
+
+// Multi is MULTI: the error text when one is open already.
+func (t *Txn) Multi() string {
+	if t.On {
+		return "ERR MULTI calls can not be nested"
+	}
+	t.Begin()
+	return ""
+}
+
+// Discard is DISCARD: the error text when none is open.
+func (t *Txn) Discard() string {
+	if !t.On {
+		return "ERR DISCARD without MULTI"
+	}
+	t.Reset()
+	return ""
+}
+
+// Unwatch is UNWATCH outside MULTI.
+func (t *Txn) Unwatch() {
+	t.Watches = nil
+	t.show()
+}
+
+// Watch is WATCH keys: it reads their digests through do, or returns
+// the error text.
+func (t *Txn) Watch(do kv.Do, keys [][]byte) string {
+	if t.On {
+		return "ERR WATCH inside MULTI is not allowed"
+	}
+	ds, err := kv.ReadDigests(do, keys)
+	if err != nil {
+		return errorText(err)
+	}
+	for i, k := range keys {
+		t.Watches = append(t.Watches, kv.Watch{Key: append([]byte(nil), k...), Digest: ds[i]})
+	}
+	t.show()
+	return ""
+}
+
+// Refused marks an open transaction to abort: one of its commands was
+// refused.
+func (t *Txn) Refused() {
+	if t.On {
+		t.Dirty = true
+	}
+}
+
+// Queue adds a command to the open transaction, or returns why it cannot
+// (the caller refuses it: Refused). sharded: the keys of a transaction
+// must share one slot.
+func (t *Txn) Queue(args [][]byte, sharded bool) string {
+	q, text := Queue(args)
+	if text != "" {
+		return text
+	}
+	if sharded {
+		if keys := q.Keys(); len(keys) > 0 {
+			sl := slots.Of(keys[0])
+			if t.slot >= 0 && sl != t.slot {
+				return ErrCrossSlot
+			}
+			t.slot = sl
+		}
+	}
+	t.Queued = append(t.Queued, q)
+	if q.Args != nil { // not UNWATCH
+		t.show()
+	}
+	return ""
+}
+
+// Batchable reports whether EXEC can join the pipeline's batch as one
+// engine request (Request): the transaction holds only data commands.
+func (t *Txn) Batchable() bool {
+	if !t.On || t.Dirty {
+		return false
+	}
+	for _, q := range t.Queued {
+		if q.Spec == nil {
+			return false // UNWATCH, a script or a limiter command
+		}
+	}
+	return true
+}
+
+// Request is the engine request of a Batchable transaction; the
+// transaction ends.
+func (t *Txn) Request(resp3 bool) engine.Request {
+	k, _ := Build(t.Queued, t.Watches, resp3)
+	t.Reset()
+	return k.Request()
+}
+
+// Exec is EXEC: the transaction runs (through do, or on a copy of its
+// keys by st when it holds a script or a limiter command) and ends.
+// scripts is called only then.
+func (t *Txn) Exec(do kv.Do, scripts func() *Scripts, o Run) Outcome {
+	if !t.On {
+		return failed("ERR EXEC without MULTI")
+	}
+	defer t.Reset()
+	if t.Dirty {
+		return failed(kv.ErrExecAbort)
+	}
+	if OnCopy(t.Queued) {
+		return scripts().Exec(t.Queued, t.Watches, o)
+	}
+	return Exec(do, t.Queued, t.Watches, o.RESP3)
 }
 
 // scriptCommands may be queued too: a transaction that holds one runs on

@@ -2,8 +2,8 @@ package server
 
 import (
 	"context"
-	"github.com/rlserver/rlserver/command"
 
+	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/policy"
 )

@@ -2,7 +2,6 @@ package server
 
 import (
 	"crypto/tls"
-	"github.com/rlserver/rlserver/command"
 	"net"
 	"sort"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/resp"
 )
@@ -37,7 +37,7 @@ type client struct {
 	st      connStats    // the pipeline's command tally (stats.go)
 	sub     *entry       // the subcommand a container just ran, for the tally
 	memo    command.Memo // the last limit arguments and what they built (limiter.go)
-	txn     txnState     // MULTI ... EXEC and WATCH (txn_cmd.go)
+	txn     command.Txn  // MULTI ... EXEC and WATCH (txn_cmd.go)
 
 	// CLIENT REPLY (cmdClientReply): replies are dropped while replyOff,
 	// or for the one command after CLIENT REPLY SKIP (replySkipNext, then
@@ -77,8 +77,7 @@ type pendingReply struct {
 
 func newClient(id int64, conn *conn) *client {
 	c := &client{id: id, addr: conn.RemoteAddr(), created: time.Now(), resp: 2, userName: "default", fd: -1}
-	c.txn.slot = -1
-	c.txn.shownMulti.Store(-1)
+	c.txn.Init()
 	if nc := conn.NetConn(); nc != nil {
 		c.laddr = nc.LocalAddr().String()
 		c.fd = socketFD(nc)
@@ -172,8 +171,9 @@ func (c *client) info(now time.Time, args [][]byte) string {
 	b.WriteString(" age=" + strconv.FormatInt(int64(now.Sub(c.created)/time.Second), 10))
 	b.WriteString(" idle=" + strconv.FormatInt(int64(now.Sub(c.lastAt)/time.Second), 10))
 	b.WriteString(" flags=" + flags)
-	b.WriteString(" db=0 sub=0 psub=0 ssub=0 multi=" + strconv.Itoa(int(c.txn.shownMulti.Load())))
-	b.WriteString(" watch=" + strconv.Itoa(int(c.txn.shownWatch.Load())))
+	multi, watch := c.txn.Shown()
+	b.WriteString(" db=0 sub=0 psub=0 ssub=0 multi=" + strconv.Itoa(multi))
+	b.WriteString(" watch=" + strconv.Itoa(watch))
 	b.WriteString(" qbuf=" + strconv.Itoa(qbuf))
 	b.WriteString(" qbuf-free=" + strconv.Itoa(qfree))
 	b.WriteString(" argv-mem=" + strconv.Itoa(argvMem))

@@ -2,9 +2,9 @@ package server
 
 import (
 	"context"
+
 	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/kv"
-
 	"github.com/rlserver/rlserver/slots"
 	"github.com/rlserver/rlserver/status"
 )

@@ -1,12 +1,12 @@
 package server
 
 import (
-	"github.com/rlserver/rlserver/command"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/status"
 )
 

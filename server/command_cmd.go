@@ -1,12 +1,12 @@
 package server
 
 import (
-	"github.com/rlserver/rlserver/command"
-	"github.com/rlserver/rlserver/kv"
 	"sort"
 	"strings"
 
 	"github.com/rlserver/rlserver/acl"
+	"github.com/rlserver/rlserver/command"
+	"github.com/rlserver/rlserver/kv"
 )
 
 // COMMAND: the command table as Redis reports it, so cluster-aware and

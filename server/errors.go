@@ -3,11 +3,11 @@ package server
 import (
 	"bytes"
 	"errors"
-	"github.com/rlserver/rlserver/command"
 	"strconv"
 	"strings"
 
 	"github.com/rlserver/rlserver/acl"
+	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/policy"
 )
 

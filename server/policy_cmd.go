@@ -3,12 +3,12 @@ package server
 import (
 	"context"
 	"errors"
-	"github.com/rlserver/rlserver/command"
-	"github.com/rlserver/rlserver/kv"
 	"strconv"
 	"strings"
 
+	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/kv"
 	"github.com/rlserver/rlserver/policy"
 )
 

@@ -3,6 +3,7 @@ package server
 import (
 	"strconv"
 
+	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/slots"
 )
 
@@ -14,7 +15,7 @@ import (
 
 // Redis's texts for the redirections.
 const (
-	errCrossSlot   = "CROSSSLOT Keys in request don't hash to the same slot"
+	errCrossSlot   = command.ErrCrossSlot
 	errClusterDown = "CLUSTERDOWN Hash slot not served"
 )
 

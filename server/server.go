@@ -9,7 +9,6 @@ package server
 import (
 	"context"
 	"errors"
-	"github.com/rlserver/rlserver/command"
 	"io"
 	"log/slog"
 	"net"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/acl"
+	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/memlimit"
 	"github.com/rlserver/rlserver/resp"
@@ -507,7 +507,7 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 		s.refuse(c, script.ErrBusy)
 		return cmdOK
 	}
-	if c.txn.on && !txnCommands[cmd.name] {
+	if c.txn.On && !txnCommands[cmd.name] {
 		s.queue(c, args) // txn_cmd.go
 		return cmdOK
 	}
