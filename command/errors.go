@@ -102,10 +102,16 @@ func ErrorText(err error) (string, bool) {
 	return "", false
 }
 
-// errorText is ErrorText with ErrInternal for an unknown error.
-func errorText(err error) string {
+// Text maps an error from the engine, a backend or the policies to its
+// wire text: ErrorText, then the policy errors, else ErrInternal.
+func Text(err error) string {
 	if t, ok := ErrorText(err); ok {
+		return t
+	}
+	if t, ok := policyErrorText(err); ok {
 		return t
 	}
 	return ErrInternal
 }
+
+func errorText(err error) string { return Text(err) }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/status"
 )
 
@@ -62,7 +63,7 @@ func TestCapabilitiesAreDeclared(t *testing.T) {
 		info map[string]bool   // INFO persistence field -> present
 	}{
 		{"none declared", Config{}, map[string]string{
-			"RL.POLICY LIST":      "-" + errNoPolicies,
+			"RL.POLICY LIST":      "-" + command.ErrNoPolicies,
 			"SAVE":                "-" + errNoPersistence,
 			"LASTSAVE":            "-" + errNoPersistence,
 			"RL.CLUSTER DIGEST":   "-" + ErrTextNoCluster,
@@ -71,7 +72,7 @@ func TestCapabilitiesAreDeclared(t *testing.T) {
 			"ROLE":                "[master :0 []]",
 		}, map[string]bool{"rl_snapshots:0": true, "rl_raft_snapshots_taken": false, "rl_stop_writes_on_bgsave_error": false}},
 		{"cluster only", Config{Cluster: b}, map[string]string{
-			"RL.POLICY LIST":         "-" + errNoPolicies,
+			"RL.POLICY LIST":         "-" + command.ErrNoPolicies,
 			"SAVE":                   "-" + errNoPersistence,
 			"RL.CLUSTER DIGEST":      "[:7 d]",
 			"RL.CLUSTER ADDGROUP":    notSharded,

@@ -2,13 +2,11 @@ package server
 
 import (
 	"bytes"
-	"errors"
 	"strconv"
 	"strings"
 
 	"github.com/rlserver/rlserver/acl"
 	"github.com/rlserver/rlserver/command"
-	"github.com/rlserver/rlserver/policy"
 )
 
 // Wire texts of errors, following Redis's conventions. This is the only
@@ -146,19 +144,10 @@ func ErrorCode(text string) string {
 	return text
 }
 
-// engineErrorText maps an error from the engine or the backend to its wire
-// text (command.ErrorText, then the policy errors). Unknown errors never
-// leak their Go text.
-func engineErrorText(err error) string {
-	if t, ok := command.ErrorText(err); ok {
-		return t
-	}
-	// Named policies: see the block at the end of this file.
-	if t, ok := policyErrorText(err); ok {
-		return t
-	}
-	return errInternal
-}
+// engineErrorText maps an error from the engine, the backend or the
+// policies to its wire text (command.Text). Unknown errors never leak
+// their Go text.
+func engineErrorText(err error) string { return command.Text(err) }
 
 // BackendError is an error from a Backend that carries its own wire text
 // (for example a cluster's TRYAGAIN): command.BackendError.
@@ -209,59 +198,4 @@ func unknownCommand(args [][]byte) string {
 		}
 	}
 	return string(s)
-}
-
-// Named policies and RL.CHECK (policy_cmd.go).
-
-const (
-	errNoPolicies     = "ERR this server keeps no policies"
-	errNoPolicyFile   = "ERR no policy file is configured (start rlserver with --policies FILE)"
-	errPolicyBadName  = "ERR invalid policy name: 1 to 64 letters, digits, '_', '-' or '.', and not COST"
-	errPolicyKind     = "ERR unknown policy kind: use ALLOW, THROTTLE, FIXED, SLIDING, LOG or SHAPE"
-	errPolicyArity    = "ERR wrong number of parameters: ALLOW capacity rate | THROTTLE max_burst count_per_period period | FIXED, SLIDING or LOG limit window_ms | SHAPE capacity rate"
-	errPolicyTooMany  = "ERR too many policies (at most 10000)"
-	errPolicyTwice    = "ERR policy defined twice"
-	errPolicyFileRead = "ERR the policy file cannot be read: see the server log"
-)
-
-// policyErrorText maps the policy package's errors to wire text.
-func policyErrorText(err error) (string, bool) {
-	var le *policy.LineError
-	switch {
-	case errors.As(err, &le):
-		inner := policyCmdErrorText(le.Err)
-		if len(inner) > 4 && inner[:4] == "ERR " {
-			inner = inner[4:]
-		}
-		return "ERR policy file line " + strconv.Itoa(le.Line) + ": " + inner, true
-	case errors.Is(err, policy.ErrUnknown):
-		return "ERR unknown policy", true
-	case errors.Is(err, policy.ErrBadName):
-		return errPolicyBadName, true
-	case errors.Is(err, policy.ErrUnknownKind):
-		return errPolicyKind, true
-	case errors.Is(err, policy.ErrArity):
-		return errPolicyArity, true
-	case errors.Is(err, policy.ErrNotInteger):
-		return errNotInteger, true
-	case errors.Is(err, policy.ErrNotFloat):
-		return errNotFloat, true
-	case errors.Is(err, policy.ErrTooMany):
-		return errPolicyTooMany, true
-	case errors.Is(err, policy.ErrDuplicate):
-		return errPolicyTwice, true
-	case errors.Is(err, policy.ErrLineTooLong):
-		return "ERR line too long (at most 4096 bytes)", true
-	}
-	return "", false
-}
-
-// policyCmdErrorText is engineErrorText with the policy errors first: a
-// policy file's *policy.LineError wraps an engine error, and its text
-// must name the line.
-func policyCmdErrorText(err error) string {
-	if t, ok := policyErrorText(err); ok {
-		return t
-	}
-	return engineErrorText(err)
 }

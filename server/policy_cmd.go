@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 
 	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/engine"
@@ -71,7 +70,7 @@ func policySub(name string, arity int, flags, acl []string, summary string, h fu
 		handler: func(s *Server, c *client, args [][]byte) outcome {
 			pb := s.policies()
 			if pb == nil {
-				c.rep.error(errNoPolicies)
+				c.rep.error(command.ErrNoPolicies)
 				return cmdOK
 			}
 			return h(s, c, pb, args)
@@ -102,7 +101,7 @@ func cmdPolicySet(_ *Server, c *client, pb Policies, args [][]byte) outcome {
 		err = pb.SetPolicy(context.Background(), p)
 	}
 	if err != nil {
-		c.rep.error(policyCmdErrorText(err))
+		c.rep.error(command.PolicyErrorText(err))
 		return cmdOK
 	}
 	c.rep.conn.WriteString("OK")
@@ -110,11 +109,10 @@ func cmdPolicySet(_ *Server, c *client, pb Policies, args [][]byte) outcome {
 }
 
 func writePolicy(r *replier, p *policy.Policy) {
-	w := p.Words()
-	r.conn.WriteArray(len(w))
-	for _, s := range w {
-		r.conn.WriteBulkString(s)
-	}
+	w := kv.Writer{B: r.scratch[:0], RESP3: r.resp3()}
+	command.WritePolicy(&w, p)
+	r.conn.WriteRaw(w.B)
+	r.scratch = w.B
 }
 
 func cmdPolicyGet(_ *Server, c *client, pb Policies, args [][]byte) outcome {
@@ -156,43 +154,20 @@ func cmdPolicyList(_ *Server, c *client, pb Policies, _ [][]byte) outcome {
 
 func cmdPolicyLoad(s *Server, c *client, _ Policies, _ [][]byte) outcome {
 	if s.cfg.PolicyFile == "" {
-		c.rep.error(errNoPolicyFile)
+		c.rep.error(command.ErrNoPolicyFile)
 		return cmdOK
 	}
 	if _, err := s.ReloadPolicies(context.Background()); err != nil {
-		c.rep.error(policyLoadErrorText(err))
+		c.rep.error(command.PolicyLoadErrorText(err))
 		return cmdOK
 	}
 	c.rep.conn.WriteString("OK")
 	return cmdOK
 }
 
-// policyLoadErrorText is RL.POLICY LOAD's reply to a refused file. A file
-// that cannot be read gets a generic text: the OS error names paths, which
-// go to the log only.
-func policyLoadErrorText(err error) string {
-	var le *policy.LineError
-	if !errors.As(err, &le) && !errors.Is(err, policy.ErrFileTooLarge) && !isBackendError(err) {
-		return errPolicyFileRead
-	}
-	return policyCmdErrorText(err)
-}
-
 // PolicyFileError is the text of a refused policy file for the log and the
-// start-up error: RL.POLICY LOAD's reply without "ERR " (so a bad line
-// reads the same to the client and in the log), or the read error.
-func PolicyFileError(err error) string {
-	t := policyLoadErrorText(err)
-	if t == errPolicyFileRead {
-		return err.Error()
-	}
-	return strings.TrimPrefix(t, "ERR ")
-}
-
-func isBackendError(err error) bool {
-	var be BackendError
-	return errors.As(err, &be)
-}
+// start-up error (command.PolicyFileError).
+func PolicyFileError(err error) string { return command.PolicyFileError(err) }
 
 // ErrNoPolicyFile means ReloadPolicies was called with no policy file
 // configured.

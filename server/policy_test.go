@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/policy"
 )
@@ -33,13 +34,13 @@ func TestPolicyCommands(t *testing.T) {
 		[2]string{"RL.POLICY GET none", "(nil)"},
 		[2]string{"RL.POLICY LIST", "[[ip FIXED 10 60000] [login ALLOW 2 0.001] [shape SHAPE 3 0.001]]"},
 		[2]string{"RL.POLICY SET x ALLOW 0 1", "-ERR capacity must be an integer >= 1"},
-		[2]string{"RL.POLICY SET x ALLOW 1", "-" + errPolicyArity},
-		[2]string{"RL.POLICY SET x BUCKET 1 1", "-" + errPolicyKind},
-		[2]string{"RL.POLICY SET a:b ALLOW 1 1", "-" + errPolicyBadName},
+		[2]string{"RL.POLICY SET x ALLOW 1", "-" + command.ErrPolicyArity},
+		[2]string{"RL.POLICY SET x BUCKET 1 1", "-" + command.ErrPolicyKind},
+		[2]string{"RL.POLICY SET a:b ALLOW 1 1", "-" + command.ErrPolicyBadName},
 		[2]string{"RL.POLICY SET x FIXED 1 x", "-" + errNotInteger},
 		[2]string{"RL.POLICY SET x ALLOW 1 x", "-" + errNotFloat},
 		[2]string{"RL.POLICY SET", "-ERR wrong number of arguments for 'rl.policy|set' command"},
-		[2]string{"RL.POLICY LOAD", "-" + errNoPolicyFile},
+		[2]string{"RL.POLICY LOAD", "-" + command.ErrNoPolicyFile},
 		[2]string{"RL.POLICY DEL ip", ":1"},
 		[2]string{"RL.POLICY DEL ip", ":0"},
 		[2]string{"RL.CHECK login u1", "[:1 :1 [login u1 :1 :2 :1 :0 :1000000 :0]]"},
@@ -143,7 +144,7 @@ func TestCheckWithoutPolicies(t *testing.T) {
 		[2]string{"RL.ALLOW a 5 0.001", "[:1 :4 :0 :1000000]"},
 		[2]string{"RL.CHECK p k", "-ERR unknown policy 'p'"},
 		[2]string{"RL.ALLOW a 5 0.001", "[:1 :3 :0 :*"}, // reset_after counts down from 2000000 ms across batches
-		[2]string{"RL.POLICY LIST", "-" + errNoPolicies},
+		[2]string{"RL.POLICY LIST", "-" + command.ErrNoPolicies},
 	)
 }
 
