@@ -40,3 +40,18 @@ func (m *Memo) Release() {
 	clear(m.cmds)
 	m.cmds = m.cmds[:0]
 }
+
+// DataError reports whether a data command's reply (kv's, as the engine
+// returns it) is an error, and its text, for the error counters: the
+// reply is written as it is.
+func DataError(reply string) (text string, failed bool) {
+	if len(reply) == 0 || reply[0] != '-' {
+		return "", false
+	}
+	for i := 1; i < len(reply); i++ {
+		if reply[i] == '\r' {
+			return reply[1:i], true
+		}
+	}
+	return reply[1:], true
+}

@@ -51,23 +51,13 @@ func renderLimiter(render command.RenderFunc) func(r *replier, res []engine.Resu
 // renderData writes a data command's reply as the engine made it.
 func renderData(r *replier, res []engine.Result) (int64, int64) {
 	reply := res[0].Reply
-	if len(reply) > 0 && reply[0] == '-' {
+	if text, failed := command.DataError(reply); failed {
 		r.errors++
 		if r.errs != nil {
-			r.errs.add(errorLine(reply))
+			r.errs.add(text)
 		}
 	}
 	// WriteRaw copies the bytes and never writes to them.
 	r.conn.WriteRaw(unsafe.Slice(unsafe.StringData(reply), len(reply)))
 	return 0, 0
-}
-
-// errorLine is the text of the first error line in a RESP reply.
-func errorLine(reply string) string {
-	for i := 1; i < len(reply); i++ {
-		if reply[i] == '\r' {
-			return reply[1:i]
-		}
-	}
-	return reply[1:]
 }
