@@ -91,15 +91,21 @@
 // # Open
 //
 // Open reads every segment, checking every record, up to a zero header
-// (preallocated space) or the file's end. A torn or corrupt tail
-// in the last segment (a short header or body, an impossible
-// length, a CRC mismatch) is a write that was never acknowledged: it is
-// truncated away, and so is everything past the last good record of the
-// last segment, zeros included, so that no byte of an unfinished write
-// can stay behind zeros that later records overwrite. A bad record in an earlier segment, a record whose CRC
-// is right but whose index is not the next one, or segments whose indexes
-// do not follow on, make Open fail with the file and offset: the store
-// does not start on a damaged log. Segments lying wholly before the
+// (preallocated space) or the file's end. A torn tail in the last
+// segment (a short header or body, an impossible length, a CRC mismatch)
+// is a write that was never acknowledged: it is truncated away, and so
+// is everything past the last good record of the last segment, zeros
+// included, so that no byte of an unfinished write can stay behind zeros
+// that later records overwrite. A bad record is torn only when no valid
+// record follows it, or when a whole 512-byte sector between it and the
+// next valid record is zeros (a sector of the final write that never
+// reached the disk, later ones having); a bad record followed by a valid
+// one with no sector lost is damage (a flipped bit), never cut: cutting
+// it would drop acknowledged records. Damage, a bad record in an earlier
+// segment, a record whose CRC is right but whose index is not the next
+// one, or segments whose indexes do not follow on, make Open fail with
+// the file and offset: the store does not start on a damaged log, and
+// the replica is rebuilt from the others (docs/cluster.md). Segments lying wholly before the
 // stored first index (a deletion interrupted by a crash) are removed.
 //
 // # Stable store

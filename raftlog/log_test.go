@@ -2,6 +2,7 @@ package raftlog
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -235,6 +236,43 @@ func TestCrashAtAnyLength(t *testing.T) {
 	}
 }
 
+// TestLostSector: a crash that lost a sector in the middle of the last
+// batch, later sectors having reached the disk, is a torn write: the
+// records from the first broken one on are cut, not refused.
+func TestLostSector(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, Options{})
+	store(t, s, entries(1, 10, 1))
+	g := s.segs[0]
+	start := g.size
+	store(t, s, entries(11, 60, 1))
+	ends := recordEnds(t, s)
+	s.Close()
+	path := g.path
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second whole sector of the batch never reached the disk.
+	lost := (start/sectorSize + 2) * sectorSize
+	clear(data[lost : lost+sectorSize])
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := uint64(0)
+	for i, e := range ends {
+		if e <= lost {
+			want = g.first + uint64(i)
+		}
+	}
+	if want <= 10 || ends[len(ends)-1] < lost+3*sectorSize {
+		t.Fatalf("the lost sector should fall inside the batch, whole records after it: last whole record %d", want)
+	}
+	r := open(t, dir, Options{})
+	holds(t, r, 1, want, term1)
+	r.Close()
+}
+
 // TestTailGarbage: zeros or garbage after the last record are cut off.
 func TestTailGarbage(t *testing.T) {
 	for name, junk := range map[string][]byte{
@@ -324,6 +362,33 @@ func TestDamage(t *testing.T) {
 	f.Close()
 	if _, err := Open(d, opts); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), last) {
 		t.Fatalf("a record out of place: Open says %v", err)
+	}
+
+	// A flipped byte in a record of the last segment that valid records
+	// follow is damage, not a torn write: Open refuses it, naming the
+	// file and offset, instead of cutting the records after it.
+	for _, k := range []int{0, 1} {
+		d = copyDir(t, dir)
+		r := open(t, d, opts)
+		g := r.segs[len(r.segs)-1]
+		if len(g.offsets) < 3 {
+			t.Fatal("want three records in the last segment")
+		}
+		off := g.offsets[k]
+		r.Close()
+		last = filepath.Join(d, filepath.Base(files[len(files)-1]))
+		data, err := os.ReadFile(last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[off+headerSize+10] ^= 4
+		os.WriteFile(last, data, 0o644)
+		_, err = Open(d, opts)
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), last) ||
+			!strings.Contains(err.Error(), fmt.Sprintf("offset %d:", off)) || !strings.Contains(err.Error(), "not a torn write") {
+			t.Fatalf("a bit flipped in record %d of the last segment, valid records after it: Open says %v", k, err)
+		}
+		t.Logf("flipped in the last segment: %v", err)
 	}
 
 	// A flipped byte in the last segment's last record is a torn write.

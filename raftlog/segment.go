@@ -2,6 +2,7 @@ package raftlog
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -95,7 +96,7 @@ func (g *segment) scan() (*scanError, error) {
 			return nil, nil
 		}
 		if why != "" {
-			return &scanError{off, why, true}, nil
+			return g.classify(off, why, fileSize)
 		}
 		if int64(cap(body)) < n {
 			body = make([]byte, n)
@@ -106,7 +107,7 @@ func (g *segment) scan() (*scanError, error) {
 		}
 		torn, bad := checkBody(h[:], body)
 		if torn != "" {
-			return &scanError{off, torn, true}, nil
+			return g.classify(off, torn, fileSize)
 		}
 		if bad != "" {
 			return &scanError{off, bad, false}, nil
@@ -119,6 +120,68 @@ func (g *segment) scan() (*scanError, error) {
 		g.size = off
 	}
 	return nil, nil
+}
+
+// sectorSize is the unit a disk writes whole or not at all.
+const sectorSize = 512
+
+// classify decides whether the bad record at off (why) is a torn write,
+// which Open may cut off the last segment, or damage, which it must
+// refuse. A crash leaves an unsynced final write short, or with sectors
+// that never reached the disk (zeros, or what the preallocated file held
+// there), maybe with later sectors of the same write intact. A bit that
+// flipped in a written record leaves every sector of it written. So the
+// record is torn when no valid record follows it, or when a whole sector
+// between it and the next valid record is zeros; otherwise a valid
+// record follows a bad one that lost no sector: damage, which would
+// otherwise cut acknowledged records.
+func (g *segment) classify(off int64, why string, fileSize int64) (*scanError, error) {
+	rest := make([]byte, fileSize-off)
+	if _, err := g.f.ReadAt(rest, off); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	next := g.first + uint64(len(g.offsets))
+	at, index := findRecord(rest[1:], next)
+	if at < 0 {
+		return &scanError{off, why, true}, nil
+	}
+	at++ // in rest
+	for s := (sectorSize - off%sectorSize) % sectorSize; s+sectorSize <= int64(at); s += sectorSize {
+		if allZero(rest[s : s+sectorSize]) {
+			return &scanError{off, why, true}, nil
+		}
+	}
+	return &scanError{off, fmt.Sprintf("%s, with a valid record (index %d) after it at offset %d: damage, not a torn write", why, index, off+int64(at)), false}, nil
+}
+
+// findRecord returns the offset in b of the first whole record with a
+// right CRC and an index at least min (and not absurdly far past it),
+// -1 when there is none.
+func findRecord(b []byte, min uint64) (int, uint64) {
+	for p := 0; p+headerSize+fixedSize <= len(b); p++ {
+		n := int64(binary.LittleEndian.Uint32(b[p:]))
+		if n < fixedSize || int64(p)+headerSize+n > int64(len(b)) {
+			continue
+		}
+		body := b[p+headerSize : int64(p)+headerSize+n]
+		index := bodyIndex(body)
+		if index < min || index-min > 1<<24 {
+			continue
+		}
+		if torn, bad := checkBody(b[p:p+headerSize], body); torn == "" && bad == "" {
+			return p, index
+		}
+	}
+	return -1, 0
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // openSegment opens the segment file path for reading and appending.
