@@ -37,13 +37,13 @@ func init() {
 }
 
 // renderLimiter writes a limiter command's reply, rendered by its
-// command.RenderFunc into the replier's scratch.
+// command.RenderFunc into the replier's writer (a field, so that the
+// call through a function value allocates nothing).
 func renderLimiter(render command.RenderFunc) func(r *replier, res []engine.Result) (int64, int64) {
 	return func(r *replier, res []engine.Result) (int64, int64) {
-		w := kv.Writer{B: r.scratch[:0]}
-		a, d := render(&w, res)
-		r.conn.WriteRaw(w.B)
-		r.scratch = w.B
+		r.kw.B = r.kw.B[:0]
+		a, d := render(&r.kw, res)
+		r.conn.WriteRaw(r.kw.B)
 		return a, d
 	}
 }

@@ -210,14 +210,13 @@ func renderCheck(s *Server, r *replier, reqs []engine.Request, names [][]byte, r
 	if pb := s.policies(); pb != nil {
 		store = pb.PolicyStore()
 	}
-	w := kv.Writer{B: r.scratch[:0]}
-	allowed, denied, deniedKey, errText := command.RenderCheck(&w, reqs, names, res, store)
+	r.kw.B = r.kw.B[:0]
+	allowed, denied, deniedKey, errText := command.RenderCheck(&r.kw, reqs, names, res, store)
 	if errText != "" {
 		r.error(errText)
 		return 0, 0, nil, true
 	}
-	r.conn.WriteRaw(w.B)
-	r.scratch = w.B
+	r.conn.WriteRaw(r.kw.B)
 	return allowed, denied, deniedKey, false
 }
 

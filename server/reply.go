@@ -1,10 +1,13 @@
 package server
 
+import "github.com/rlserver/rlserver/kv"
+
 // replier writes replies in the connection's protocol version (resp.Writer)
 // and counts the error replies.
 type replier struct {
 	conn    *conn
 	scratch []byte
+	kw      kv.Writer   // the batched commands' replies are rendered into it (command.RenderFunc)
 	errors  int64       // error replies written since the server last counted them
 	errs    *errorStats // counts them by code; nil: not counted
 }
