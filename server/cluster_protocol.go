@@ -14,7 +14,7 @@ import (
 // READONLY, READWRITE and ASKING, in Redis 7's reply shapes. They need
 // Config.Router; without one every one of them answers as a Redis without
 // cluster support. The replies are built from the router's Topology
-// (cluster_topology.go); routing of keyed commands is in route.go.
+// (command/cluster.go); routing of keyed commands is in route.go.
 
 // SlotRouter is what the Redis Cluster protocol needs from a backend whose
 // keyspace is split into hash slots (cluster mode with --groups): the

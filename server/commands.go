@@ -254,7 +254,7 @@ func cmdReset(s *Server, c *client, _ [][]byte) outcome {
 	c.noEvict = false
 	c.mu.Unlock()
 	c.resetReplyMode() // client.go
-	c.txn.Reset()      // txn_cmd.go
+	c.txn.Reset()      // command.Txn
 	c.rep.conn.WriteString("RESET")
 	return cmdOK
 }
