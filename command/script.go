@@ -56,6 +56,8 @@ type Scripts struct {
 	stop    context.CancelFunc
 	cache   *script.Engine
 	backend Backend
+	do      kv.Do    // st.do1, made once: a method value allocates
+	fetch   kv.Fetch // reads keys for an overlay through do
 	known   func(lowerName []byte) bool
 	mu      sync.Mutex
 	running map[*scriptRun]struct{}
@@ -77,6 +79,8 @@ func NewScripts(backend Backend, known func(lowerName []byte) bool, memLimit int
 	ctx, stop := context.WithCancel(context.Background())
 	st := &Scripts{ctx: ctx, stop: stop, cache: script.New(), backend: backend, known: known,
 		running: map[*scriptRun]struct{}{}}
+	st.do = st.do1
+	st.fetch = kv.FetchWith(st.do)
 	st.cache.SetMemoryLimit(memLimit)
 	go st.watchBusy()
 	return st
@@ -169,7 +173,7 @@ func (st *Scripts) do1(req engine.Request) (engine.Result, error) {
 // WATCH, the reply is a null array and nothing runs.
 func (st *Scripts) onOverlay(keys [][]byte, watches []kv.Watch, resp3 bool, program func(ov *kv.Overlay, out []byte) ([]byte, bool)) Outcome {
 	for range scriptRetries {
-		ov := kv.NewOverlay(time.Now().UnixNano(), kv.FetchWith(st.do1))
+		ov := kv.NewOverlay(time.Now().UnixNano(), st.fetch)
 		ov.Load(keys)
 		for _, w := range watches {
 			if ov.Digest(w.Key) != w.Digest && ov.Err() == nil {
@@ -188,22 +192,27 @@ func (st *Scripts) onOverlay(keys [][]byte, watches []kv.Watch, resp3 bool, prog
 			return failed(errorText(ferr))
 		}
 		if ov.Wrote() || !ov.Consistent() {
-			err := ov.Effects(false).Apply(st.do1)
-			var refused *kv.Refused
-			switch {
-			case errors.Is(err, kv.ErrConflict):
-				continue // a key changed since the run read it: run again
-			case errors.As(err, &refused):
-				// A restore was refused (OOM): nothing that needed a new
-				// key applied; report it as Redis would.
-				return failed(refused.Text)
-			case err != nil:
-				return failed(errorText(err))
+			if err := ov.Effects(false).Apply(st.do); err != nil {
+				if errors.Is(err, kv.ErrConflict) {
+					continue // a key changed since the run read it: run again
+				}
+				return failed(effectsError(err))
 			}
 		}
 		return Outcome{Reply: out, Failed: isErr}
 	}
 	return failed("BUSY the script's keys kept changing while it ran; try again")
+}
+
+// effectsError is the reply to effects that did not apply: a refused
+// restore (OOM; nothing that needed a new key applied) as Redis words
+// it, or the backend's error.
+func effectsError(err error) string {
+	var refused *kv.Refused
+	if errors.As(err, &refused) {
+		return refused.Text
+	}
+	return errorText(err)
 }
 
 // runScript runs one EVAL-family command (args, checked by scriptKeys) on
