@@ -125,6 +125,36 @@ func TestLoadstringBound(t *testing.T) {
 	}
 }
 
+// TestSyntaxLevels: a source nested past Lua 5.1's 200 syntax levels is
+// refused before the compiler sees it (2 MB of '{' overflowed Go's stack
+// and killed the process), from EVAL as from loadstring; nesting within
+// the bound compiles.
+func TestSyntaxLevels(t *testing.T) {
+	eng := script.New()
+	nest := func(n int) string { return strings.Repeat("{", n) + strings.Repeat("}", n) }
+	if got, _ := evalText(t, eng, "local t = "+nest(150)+" return 1"); got != ":1\r\n" {
+		t.Errorf("150 levels: %q", got)
+	}
+	for _, src := range []string{
+		"return " + nest(1 << 20),
+		"return " + strings.Repeat("(", 1<<20) + "1" + strings.Repeat(")", 1<<20),
+		"return x" + strings.Repeat("..x", 1<<17),
+		"return " + strings.Repeat("not ", 1<<18) + "true",
+		strings.Repeat("do ", 1<<18) + strings.Repeat("end ", 1<<18),
+		"if x then " + strings.Repeat("elseif x then ", 20000) + "end",
+	} {
+		got, took := evalText(t, eng, src)
+		if !strings.HasPrefix(got, "-ERR Error compiling script (new function): user_script:1: ") ||
+			!(strings.HasSuffix(got, "chunk has too many syntax levels") || strings.HasSuffix(got, "control structure too long")) {
+			t.Errorf("%.40s... (%d bytes): %.200q", src, len(src), got)
+		}
+		t.Logf("%.20s... refused in %v", src, took.Round(time.Millisecond))
+	}
+	if got, _ := evalText(t, eng, "return select(2, loadstring('return ' .. string.rep('{', 1000000)))"); !strings.HasSuffix(got, "chunk has too many syntax levels\r\n") {
+		t.Errorf("loadstring: %q", got)
+	}
+}
+
 // TestPanicIsTheScriptsError: a Go panic inside a run (here, in the
 // caller a script's redis.call reaches) is the script's error, and the
 // engine goes on.

@@ -210,6 +210,9 @@ func compile(src []byte) (*lua.FunctionProto, error) {
 	if len(body) >= 2 && body[0] == '#' && body[1] == '!' {
 		return nil, &RunError{"ERR rlserver does not support script flags (a #! line)"}
 	}
+	if msg := checkLevels(string(body), "user_script"); msg != "" {
+		return nil, &RunError{"ERR Error compiling script (new function): " + msg}
+	}
 	chunk, err := parse.Parse(strings.NewReader(string(body)), "user_script")
 	if err != nil {
 		return nil, &RunError{"ERR Error compiling script (new function): " + compileError(err, "user_script")}
@@ -410,6 +413,7 @@ func (e *Engine) run(ctx context.Context, sha string, p *lua.FunctionProto, keys
 // reset clears what a run left: its globals, the settings it changed.
 func (st *state) reset() {
 	st.run = nil
+	st.nesting = 0
 	st.globals.RawSetString("KEYS", lua.LNil)
 	st.globals.RawSetString("ARGV", lua.LNil)
 	st.cjson.reset()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -42,7 +41,7 @@ import (
 // small grammar of Lua (fuzzGen) so that random inputs mostly compile and
 // reach the built-ins with hostile arguments. Either may be empty.
 func FuzzScript(f *testing.F) {
-	for _, src := range fuzzSeeds {
+	for _, src := range append(fuzzSeeds, fuzzFindings...) {
 		f.Add(src, []byte(nil))
 	}
 	r := rand.New(rand.NewPCG(30, 1))
@@ -875,11 +874,9 @@ func TestFuzzGenCompiles(t *testing.T) {
 	}
 }
 
-// fuzzFindings are scripts the fuzz target finds wrong and that are not
-// fixed yet (issue 30), kept out of the seed corpus so that make test
-// passes: RLSERVER_FUZZ_FINDINGS=1 go test ./script/ -run
-// TestFuzzScriptFindings runs them through the same checks. Move each
-// into fuzzSeeds once it passes.
+// fuzzFindings are what the fuzz target found wrong, each fixed (issue
+// 30); they run as seeds of FuzzScript and, with Redis's default limit and
+// a longer deadline, in TestFuzzScriptFindings.
 var fuzzFindings = []string{
 	// A coroutine that tail-calls coroutine.resume on a new coroutine of
 	// itself: after the deadline (or the memory kill) every level returns
@@ -914,14 +911,16 @@ var fuzzFindings = []string{
 	// as from EVAL of such a source.
 	"return loadstring('return ' .. string.rep('{', 400000) .. string.rep('}', 400000))",
 	"return loadstring('return ' .. string.rep('{', 1000000) .. string.rep('}', 1000000))",
+	// Compiles that gopher-lua takes quadratic time over: 100,000
+	// concatenations in one chain (9 s; Lua 5.1 refuses past 200 syntax
+	// levels) and 100,000 elseif (55 s).
+	"return loadstring('return x' .. string.rep('..x', 100000))",
+	"return loadstring('if x then ' .. string.rep('elseif x then ', 100000) .. 'end')",
 }
 
 func TestFuzzScriptFindings(t *testing.T) {
-	if os.Getenv("RLSERVER_FUZZ_FINDINGS") == "" {
-		t.Skip("known failures (issue 30); set RLSERVER_FUZZ_FINDINGS=1 to run them")
-	}
-	// Redis's own limit and a longer run make the coroutine findings
-	// fail whatever ran before them.
+	// The default limit and a longer run: the coroutine findings failed
+	// so whatever ran before them.
 	h := &fuzzHarness{eng: script.New(), kv: engine.New(2), deadline: time.Second}
 	defer h.kv.Close()
 	for i, src := range fuzzFindings {

@@ -38,6 +38,16 @@ const MaxResults = 8000
 // compiler cannot be stopped, and it uses many times the source's size.
 const maxChunk = 8 << 20
 
+func init() {
+	// gopher-lua fills a table's array part with nils up to any integer
+	// key below this, in one instruction nothing stops: t[2^25] = 1 took
+	// 13 s and 1 GB at its default (2^26). Above it, keys go to the hash
+	// part at once, as Lua 5.1 puts them. The cost: the length operator
+	// counts only the array part, so #t stops at 4194303 for a longer
+	// array (docs/scripts.md).
+	lua.MaxArrayIndex = 1 << 22
+}
+
 // errMemory is the cause of a run ended by the watchdog.
 var errMemory = errors.New("not enough memory")
 

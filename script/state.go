@@ -15,6 +15,10 @@ type state struct {
 	handler *lua.LFunction
 	run     *run
 	cjson   *cjsonLib
+	// nesting counts the calls in progress that nest one run of the
+	// interpreter in another (pcall, xpcall, coroutine.resume and a
+	// coroutine.wrap function), across coroutines.
+	nesting int
 	// globalsProxy is what scripts see as _G; globalsMeta and stringMeta
 	// are the read-only views getmetatable gives of the globals' and the
 	// strings' metatables.
@@ -66,12 +70,21 @@ func (e *Engine) newState() *state {
 	g.RawSetString("table", openTable(L, &e.lim, L.GetGlobal("table").(*lua.LTable)))
 	coroutine := L.NewTable()
 	L.GetGlobal("coroutine").(*lua.LTable).ForEach(func(k, v lua.LValue) { coroutine.RawSet(k, v) })
+	resume := coroutine.RawGetString("resume").(*lua.LFunction)
+	coroutine.RawSetString("resume", L.NewFunction(st.nested(func(L *lua.LState) int { return callThrough(L, resume) })))
+	wrap := coroutine.RawGetString("wrap").(*lua.LFunction)
+	coroutine.RawSetString("wrap", L.NewFunction(func(L *lua.LState) int {
+		callThrough(L, wrap)
+		inner := L.Get(-1).(*lua.LFunction)
+		L.Push(L.NewFunction(st.nested(func(L *lua.LState) int { return callThrough(L, inner) })))
+		return 1
+	}))
 	g.RawSetString("coroutine", coroutine)
 	g.RawSetString("tostring", L.NewFunction(luaToString))
 	g.RawSetString("tonumber", L.NewFunction(luaToNumber))
 	g.RawSetString("error", L.NewFunction(luaErrorFn))
-	g.RawSetString("pcall", L.NewFunction(luaPcall))
-	g.RawSetString("xpcall", L.NewFunction(luaXpcall))
+	g.RawSetString("pcall", L.NewFunction(st.nested(luaPcall)))
+	g.RawSetString("xpcall", L.NewFunction(st.nested(luaXpcall)))
 	g.RawSetString("unpack", L.NewFunction(luaUnpack))
 	g.RawSetString("loadstring", L.NewFunction(luaLoadString))
 	g.RawSetString("load", L.NewFunction(luaLoad))
@@ -283,17 +296,22 @@ func (st *state) errHandler(L *lua.LState) int {
 	return 1
 }
 
-// chunkID is luaO_chunkid: how Lua 5.1 names a chunk in a message:
-// "=name" and "@file" as name and file, a source string as
-// [string "its first line"], cut to fit LUA_IDSIZE.
-func chunkID(source string) string {
+// chunkID is luaO_chunkid: how Lua 5.1 names a chunk in a runtime
+// error: "=name" and "@file" as name and file, a source string as
+// [string "its first line"], cut to fit LUA_IDSIZE (60).
+func chunkID(source string) string { return chunkIDSize(source, 60) }
+
+// compileChunkID is how the compiler names a chunk (MAXSRC, 80).
+func compileChunkID(source string) string { return chunkIDSize(source, 80) }
+
+func chunkIDSize(source string, size int) string {
 	if rest, ok := strings.CutPrefix(source, "="); ok {
 		return rest
 	}
 	if rest, ok := strings.CutPrefix(source, "@"); ok {
 		return rest
 	}
-	const max = 60 - len(" [string \"...\"] ") - 1
+	max := size - len(" [string \"...\"] ") - 1
 	n := strings.IndexAny(source, "\n\r")
 	if n < 0 {
 		n = len(source)
@@ -375,6 +393,37 @@ func luaPcall(L *lua.LState) int {
 	}
 	L.Insert(lua.LTrue, 1)
 	return L.GetTop()
+}
+
+// maxNesting is LUAI_MAXCCALLS: how deep pcall, xpcall and coroutines
+// may nest. Each level is a Go call, a new coroutine a new interpreter
+// stack, and an error in a deep chain walks every level: unbounded, a
+// script recursing through them ran for minutes after SCRIPT KILL.
+const maxNesting = 200
+
+// nested counts fn's calls in st.nesting and refuses one past
+// maxNesting with Lua 5.1's "C stack overflow".
+func (st *state) nested(fn lua.LGFunction) lua.LGFunction {
+	return func(L *lua.LState) int {
+		if st.nesting >= maxNesting {
+			L.RaiseError("C stack overflow")
+		}
+		st.nesting++
+		defer func() { st.nesting-- }()
+		return fn(L)
+	}
+}
+
+// callThrough calls fn with this call's arguments and returns all its
+// results.
+func callThrough(L *lua.LState, fn *lua.LFunction) int {
+	top := L.GetTop()
+	L.Push(fn)
+	for i := 1; i <= top; i++ {
+		L.Push(L.Get(i))
+	}
+	L.Call(top, lua.MultRet)
+	return L.GetTop() - top
 }
 
 // luaXpcall is xpcall that lets a killed script's error through.

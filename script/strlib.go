@@ -293,10 +293,15 @@ func loadChunk(L *lua.LState, src, name string) int {
 		L.Push(lua.LString("binary code not loaded"))
 		return 2
 	}
+	if msg := checkLevels(src, compileChunkID(name)); msg != "" {
+		L.Push(lua.LNil)
+		L.Push(lua.LString(msg))
+		return 2
+	}
 	fn, err := L.Load(strings.NewReader(src), name)
 	if err != nil {
 		L.Push(lua.LNil)
-		L.Push(lua.LString(compileError(err, chunkID(name))))
+		L.Push(lua.LString(compileError(err, compileChunkID(name))))
 		return 2
 	}
 	L.Push(fn)
