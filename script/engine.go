@@ -358,9 +358,12 @@ func (e *Engine) run(ctx context.Context, sha string, p *lua.FunctionProto, keys
 	defer e.dog.remove(w)
 	healthy := false
 	defer func() {
-		// A Go panic inside the interpreter (gopher-lua's or a built-in's)
-		// is the script's error, and its interpreter is dropped: its
-		// stacks may be left in any state.
+		// A Go panic inside the interpreter (gopher-lua's or a
+		// built-in's) is the script's error. PCall catches most, resets
+		// the stacks and hands them to the error handler like any error;
+		// one it lets through (a panic while it handles an error) lands
+		// here, and that interpreter is dropped: its stacks may be left
+		// in any state.
 		if r := recover(); r != nil {
 			if o.Running != nil {
 				o.Running.end()
@@ -392,7 +395,7 @@ func (e *Engine) run(ctx context.Context, sha string, p *lua.FunctionProto, keys
 	}
 	healthy = true
 	if ae, ok := err.(*lua.ApiError); ok && ae.Type == lua.ApiErrorPanic {
-		healthy = false // a Go panic that PCall caught: drop the interpreter
+		healthy = false // a Go panic PCall caught with no handler to call
 	}
 	switch {
 	case w.memoryEnded.Load():
