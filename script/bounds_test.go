@@ -136,7 +136,7 @@ func TestSyntaxLevels(t *testing.T) {
 		t.Errorf("150 levels: %q", got)
 	}
 	for _, src := range []string{
-		"return " + nest(1 << 20),
+		"return " + nest(1<<20),
 		"return " + strings.Repeat("(", 1<<20) + "1" + strings.Repeat(")", 1<<20),
 		"return x" + strings.Repeat("..x", 1<<17),
 		"return " + strings.Repeat("not ", 1<<18) + "true",
