@@ -3,21 +3,15 @@ package cluster
 import (
 	"errors"
 
+	"github.com/rlserver/rlserver/cluster/ownership"
+
 	"github.com/hashicorp/raft"
 )
 
-// Error is a cluster error that carries the text a client sees (the server
-// package calls WireText through its BackendError interface). Compare with
-// errors.Is against the sentinels below.
-type Error struct {
-	msg  string
-	wire string
-}
-
-func (e *Error) Error() string { return e.msg }
-
-// WireText is the Redis-style error reply for this error.
-func (e *Error) WireText() string { return e.wire }
+// Error is a cluster error that carries the text a client sees: the
+// same type as ownership's. Compare with errors.Is against the sentinels
+// below.
+type Error = ownership.Error
 
 // Sentinel errors. Only ErrUnknownOutcome may hide an applied command: every
 // other one guarantees the command was not appended to the log, so a client
@@ -25,28 +19,28 @@ func (e *Error) WireText() string { return e.wire }
 // other clients automatically).
 var (
 	// ErrNoLeader: no leader is known within the commit wait.
-	ErrNoLeader = &Error{"no leader known", "CLUSTERDOWN no leader is known, the cluster is electing one; retry later"}
+	ErrNoLeader = ownership.NewError("no leader known", "CLUSTERDOWN no leader is known, the cluster is electing one; retry later")
 	// ErrNotAppended: the command certainly did not reach the log (the node
 	// asked was not the leader, the leader was unreachable, or the wait ended
 	// before the command was sent).
-	ErrNotAppended = &Error{"command not appended", "TRYAGAIN the command was not applied; retry"}
+	ErrNotAppended = ownership.NewError("command not appended", "TRYAGAIN the command was not applied; retry")
 	// ErrUnknownOutcome: the command was sent to or appended by a leader but
 	// no result came back in time (leadership lost, connection lost, commit
 	// wait exceeded). It may have been applied. Not retryable automatically.
-	ErrUnknownOutcome = &Error{"outcome unknown", "UNKNOWN outcome unknown: the command may have been applied and tokens may have been consumed"}
+	ErrUnknownOutcome = ownership.NewError("outcome unknown", "UNKNOWN outcome unknown: the command may have been applied and tokens may have been consumed")
 	// ErrShutdown: this node is shutting down; nothing was appended.
-	ErrShutdown = &Error{"node shutting down", "CLUSTERDOWN this node is shutting down"}
+	ErrShutdown = ownership.NewError("node shutting down", "CLUSTERDOWN this node is shutting down")
 	// ErrRemoved: this node was removed from the cluster's configuration
 	// (removed.go); nothing was appended. Its code is not one clients retry
 	// on their own: the same node will never accept the command again, so
 	// the client should use another member.
-	ErrRemoved = &Error{"node removed from the cluster", "REMOVED this node was removed from the cluster; send commands to another member"}
+	ErrRemoved = ownership.NewError("node removed from the cluster", "REMOVED this node was removed from the cluster; send commands to another member")
 	// ErrMembership: a membership change (join, remove) failed.
-	ErrMembership = &Error{"membership change failed", "ERR cluster membership change failed; check the node id and address and retry"}
+	ErrMembership = ownership.NewError("membership change failed", "ERR cluster membership change failed; check the node id and address and retry")
 	// ErrUnknownNode: REMOVE named a node that is not a member.
-	ErrUnknownNode = &Error{"unknown node", "ERR no such node in the cluster configuration"}
+	ErrUnknownNode = ownership.NewError("unknown node", "ERR no such node in the cluster configuration")
 	// ErrBadAddress: a join named an empty id or address.
-	ErrBadAddress = &Error{"bad node id or address", "ERR node id and raft address must not be empty"}
+	ErrBadAddress = ownership.NewError("bad node id or address", "ERR node id and raft address must not be empty")
 )
 
 // errNotLeader is internal: this node cannot apply (not appended). Callers

@@ -2,13 +2,17 @@ package ownership
 
 import "errors"
 
-// Error is an ownership error that carries the text a client sees (the
-// server package calls WireText through its BackendError interface), like
-// cluster.Error. Compare with errors.Is against the sentinels below.
+// Error is an error that carries the text a client sees (the server
+// package calls WireText through its BackendError interface): the
+// ownership errors below, and cluster's (cluster.Error is this type).
+// Compare with errors.Is against the sentinels.
 type Error struct {
 	msg  string
 	wire string
 }
+
+// NewError returns an Error whose text is msg and whose reply is wire.
+func NewError(msg, wire string) *Error { return &Error{msg, wire} }
 
 func (e *Error) Error() string { return e.msg }
 
