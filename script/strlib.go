@@ -563,35 +563,19 @@ func (s formatSpec) appendFloat(b []byte, f float64, conv byte) []byte {
 	return s.number(b, s.sign(neg), "", d, true)
 }
 
-// cG is C's %.<prec>g of a non-negative finite number: %e when the
-// exponent is below -4 or at least prec, %f otherwise, trailing zeros
-// removed unless alt.
+// cG is C's %.<prec>g of a non-negative finite number (formatG), or
+// %#.<prec>g when alt: the same layout with its trailing zeros kept.
 func cG(a float64, prec int, alt bool) string {
+	if !alt {
+		return formatG(a, prec)
+	}
 	e := strconv.FormatFloat(a, 'e', prec-1, 64)
 	i := strings.IndexByte(e, 'e')
 	exp, _ := strconv.Atoi(e[i+1:])
-	var d string
 	if exp < -4 || exp >= prec {
-		mant := e[:i]
-		if !alt {
-			mant = trimFraction(mant)
-		}
-		d = mant + e[i:]
-	} else {
-		d = strconv.FormatFloat(a, 'f', prec-1-exp, 64)
-		if !alt {
-			d = trimFraction(d)
-		}
+		return e
 	}
-	return d
-}
-
-func trimFraction(s string) string {
-	if !strings.Contains(s, ".") {
-		return s
-	}
-	s = strings.TrimRight(s, "0")
-	return strings.TrimSuffix(s, ".")
+	return strconv.FormatFloat(a, 'f', prec-1-exp, 64)
 }
 
 // appendQuoted is %q: the string between double quotes, with '"', '\\'
