@@ -135,6 +135,13 @@ func TestSyntaxLevels(t *testing.T) {
 	if got, _ := evalText(t, eng, "local t = "+nest(150)+" return 1"); got != ":1\r\n" {
 		t.Errorf("150 levels: %q", got)
 	}
+	// Numbers that start with a dot: the check once looped on them.
+	if got, _ := evalText(t, eng, "return .5 + .25e1 + ."+strings.Repeat("5", 10)); got != ":3\r\n" {
+		t.Errorf("numbers with a leading dot: %q", got)
+	}
+	if got, _ := evalText(t, eng, ".0"); !strings.HasPrefix(got, "-ERR Error compiling script") {
+		t.Errorf(".0 alone: %q", got)
+	}
 	for _, src := range []string{
 		"return " + nest(1<<20),
 		"return " + strings.Repeat("(", 1<<20) + "1" + strings.Repeat(")", 1<<20),

@@ -916,6 +916,12 @@ var fuzzFindings = []string{
 	// levels) and 100,000 elseif (55 s).
 	"return loadstring('return x' .. string.rep('..x', 100000))",
 	"return loadstring('if x then ' .. string.rep('elseif x then ', 100000) .. 'end')",
+	// A number that starts with a dot (".0") sent the syntax-level
+	// pre-check round its loop for ever without moving on (found by the
+	// fuzzer: the EVAL never returned, whatever the deadline).
+	".0",
+	"return .5 + .25e1",
+	"return loadstring('return .0')()",
 }
 
 func TestFuzzScriptFindings(t *testing.T) {

@@ -127,11 +127,12 @@ func checkLevels(src, chunk string) string {
 			exprEnd = true
 			continue
 		case isAlpha(c) || c == '_' || isDigit(c) || (c == '.' && i+1 < len(src) && isDigit(src[i+1])):
-			j := i
-			for j < len(src) && (isAlpha(src[j]) || src[j] == '_' || isDigit(src[j]) || src[j] == '.' && isDigit(src[i])) {
+			number := isDigit(c) || c == '.'
+			j := i + 1 // at least one byte: a number may start with '.'
+			for j < len(src) && (isAlpha(src[j]) || src[j] == '_' || isDigit(src[j]) || src[j] == '.' && number) {
 				j++
 			}
-			if isDigit(c) || c == '.' {
+			if number {
 				// A number's exponent sign belongs to it.
 				for j < len(src) && (src[j] == '+' || src[j] == '-') && (src[j-1] == 'e' || src[j-1] == 'E') {
 					j++
