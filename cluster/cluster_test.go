@@ -90,7 +90,36 @@ func newCluster(t *testing.T, size int, tweak func(*Config)) *tcluster {
 		c.add(tn)
 	}
 	c.waitAllSeeLeader()
+	c.waitAllKnowMembers()
 	return c
+}
+
+// waitAllKnowMembers waits until every live node's latest configuration
+// lists every live node. A voter that has not yet received the entry
+// adding another refuses that node's (pre-)votes as "not in
+// configuration" (hashicorp/raft), so a test that kills the leader right
+// after forming the cluster could otherwise leave two survivors that can
+// never elect each other.
+func (c *tcluster) waitAllKnowMembers() {
+	c.t.Helper()
+	waitFor(c.t, 10*time.Second, "every node to know every member", func() bool {
+		for _, tn := range c.live() {
+			f := tn.n.raft.GetConfiguration()
+			if f.Error() != nil {
+				return false
+			}
+			known := map[raft.ServerID]bool{}
+			for _, s := range f.Configuration().Servers {
+				known[s.ID] = true
+			}
+			for _, o := range c.live() {
+				if !known[raft.ServerID(o.id)] {
+					return false
+				}
+			}
+		}
+		return true
+	})
 }
 
 func (c *tcluster) add(tn *tnode) {
