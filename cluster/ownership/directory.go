@@ -38,6 +38,11 @@ type Directory struct {
 	// progress, then the last finished ones, oldest first.
 	Moves    []Move
 	NextMove uint64 // the id the next move gets
+
+	// Replicas is the replication factor R (placement.go): each group
+	// has R voters, recorded in Group.Replicas. 0: a directory from
+	// before placement, where every node holds every group.
+	Replicas int
 }
 
 // Move is one slot move as the directory records it.
@@ -80,6 +85,16 @@ type Group struct {
 	// Peers is the group's first configuration: the nodes that bootstrap
 	// it. Nodes that join later are added by the group's leader.
 	Peers []Peer
+	// Replicas are the nodes that hold the group's voters (by node id,
+	// sorted), Learner the node being added, "" for none (placement.go);
+	// both empty when Directory.Replicas is 0.
+	Replicas []string
+	Learner  string
+	// Leader is the node that last reported leading the group, in
+	// LeaderTerm: where a node that does not hold the group sends its
+	// clients (-MOVED) and what CLUSTER SLOTS shows.
+	Leader     string
+	LeaderTerm uint64
 }
 
 // Group returns the group's entry, or nil.
@@ -116,7 +131,51 @@ const (
 	opMoveCommitted byte = 6
 	// opMoveReleased: uvarint id. Ends the move.
 	opMoveReleased byte = 7
+	// opInitPlaced: uvarint n, uvarint R, then the peers. As opInit, with
+	// replication factor R: each group's replicas are Place's over the
+	// peers.
+	opInitPlaced byte = 8
+	// opAddLearner: uvarint group, node id. Records the node being added
+	// to the group; refused (no change) while another is, or when the
+	// node holds a replica already.
+	opAddLearner byte = 9
+	// opPromoted: uvarint group, node id. The group's learner became a
+	// voter: it joins Replicas.
+	opPromoted byte = 10
+	// opDropReplica: uvarint group, node id. The node no longer holds a
+	// replica of the group (or is no longer being added to it).
+	opDropReplica byte = 11
+	// opLeader: uvarint group, node id, uvarint term. The node leads the
+	// group since term (ignored when an equal or later term is recorded
+	// for another node).
+	opLeader byte = 12
 )
+
+// InitPlacedOp creates groups 1..groups with replication factor r over
+// peers, unless the directory is initialised already.
+func InitPlacedOp(groups, r int, peers []Peer) []byte {
+	op := binary.AppendUvarint([]byte{opInitPlaced}, uint64(groups))
+	return appendPeers(binary.AppendUvarint(op, uint64(r)), peers)
+}
+
+// AddLearnerOp records node as being added to group g.
+func AddLearnerOp(g uint32, node string) []byte { return groupNodeOp(opAddLearner, g, node) }
+
+// PromotedOp records that group g's learner node became a voter.
+func PromotedOp(g uint32, node string) []byte { return groupNodeOp(opPromoted, g, node) }
+
+// DropReplicaOp records that node no longer holds (or is no longer
+// receiving) a replica of group g.
+func DropReplicaOp(g uint32, node string) []byte { return groupNodeOp(opDropReplica, g, node) }
+
+// LeaderOp records that node leads group g since term.
+func LeaderOp(g uint32, node string, term uint64) []byte {
+	return binary.AppendUvarint(groupNodeOp(opLeader, g, node), term)
+}
+
+func groupNodeOp(code byte, g uint32, node string) []byte {
+	return codec.AppendString(binary.AppendUvarint([]byte{code}, uint64(g)), node)
+}
 
 // InitOp creates groups 1..groups bootstrapped by peers, with the slots
 // split evenly, unless the directory is initialised already.
@@ -161,7 +220,7 @@ var ErrBadChange = errors.New("bad directory change")
 
 func (d *Directory) clone() *Directory {
 	c := &Directory{Epoch: d.Epoch, Groups: slices.Clone(d.Groups), Slots: slices.Clone(d.Slots), Nodes: make(map[string]string, len(d.Nodes)),
-		Moves: slices.Clone(d.Moves), NextMove: d.NextMove}
+		Moves: slices.Clone(d.Moves), NextMove: d.NextMove, Replicas: d.Replicas}
 	for k, v := range d.Nodes {
 		c.Nodes[k] = v
 	}
@@ -205,6 +264,44 @@ func (d *Directory) Apply(op []byte, now int64) (*Directory, uint64, error) {
 		}
 		c.Epoch = 1
 		return c, 0, nil
+	case opInitPlaced:
+		n, r := dec.Uvarint(), dec.Uvarint()
+		peers := peers(&dec)
+		if dec.Err != nil || len(dec.B) != 0 || n == 0 || n > 1024 || r == 0 || r > 16 || len(peers) == 0 {
+			return nil, 0, ErrBadChange
+		}
+		if d.Epoch != 0 {
+			return d, 0, nil
+		}
+		c := d.clone()
+		c.Replicas = int(r)
+		ids := make([]uint32, n)
+		var nodes []string
+		for _, p := range peers {
+			nodes = append(nodes, p.ID)
+		}
+		for i := range ids {
+			ids[i] = uint32(i + 1)
+		}
+		place := Place(ids, nil, nodes, int(r))
+		for _, g := range ids {
+			c.Groups = append(c.Groups, Group{ID: g, Peers: placedPeers(peers, place[g]), Replicas: place[g]})
+		}
+		for s := range slots.Count {
+			c.Slots[s] = 1 + uint32(uint64(s)*n/slots.Count)
+		}
+		c.Epoch = 1
+		return c, 0, nil
+	case opAddLearner, opPromoted, opDropReplica, opLeader:
+		gid, node := dec.Uvarint(), string(dec.Bytes())
+		var term uint64
+		if code == opLeader {
+			term = dec.Uvarint()
+		}
+		if dec.Err != nil || len(dec.B) != 0 || node == "" || gid == 0 || gid > 1<<31 {
+			return nil, 0, ErrBadChange
+		}
+		return d.applyReplicaOp(code, uint32(gid), node, term), 0, nil
 	case opRegister:
 		id, addr := string(dec.Bytes()), string(dec.Bytes())
 		if dec.Err != nil || len(dec.B) != 0 || id == "" {
@@ -242,7 +339,14 @@ func (d *Directory) Apply(op []byte, now int64) (*Directory, uint64, error) {
 		if len(c.Groups) > 0 {
 			g = c.Groups[len(c.Groups)-1].ID + 1
 		}
-		c.Groups = append(c.Groups, Group{ID: g, Peers: peers})
+		ng := Group{ID: g, Peers: peers}
+		if c.Replicas > 0 {
+			for _, p := range peers {
+				ng.Replicas = append(ng.Replicas, p.ID)
+			}
+			slices.Sort(ng.Replicas)
+		}
+		c.Groups = append(c.Groups, ng)
 		c.Epoch++
 		return c, uint64(g), nil
 	case opMoveBegin:
@@ -293,6 +397,67 @@ func (d *Directory) Apply(op []byte, now int64) (*Directory, uint64, error) {
 		return c, 0, nil
 	}
 	return nil, 0, ErrBadChange
+}
+
+// applyReplicaOp applies a placement op; d itself when it changes
+// nothing.
+func (d *Directory) applyReplicaOp(code byte, gid uint32, node string, term uint64) *Directory {
+	g := d.Group(gid)
+	if g == nil || d.Replicas == 0 {
+		return d
+	}
+	switch code {
+	case opAddLearner:
+		if g.Learner != "" || slices.Contains(g.Replicas, node) {
+			return d
+		}
+	case opPromoted:
+		if g.Learner != node {
+			return d
+		}
+	case opDropReplica:
+		if g.Learner != node && (!slices.Contains(g.Replicas, node) || len(g.Replicas) == 1) {
+			return d
+		}
+	case opLeader:
+		if term < g.LeaderTerm || (term == g.LeaderTerm && g.Leader != "") {
+			return d
+		}
+	}
+	c := d.clone()
+	cg := c.Group(gid)
+	switch code {
+	case opAddLearner:
+		cg.Learner = node
+	case opPromoted:
+		cg.Replicas = append(slices.Clone(cg.Replicas), node)
+		slices.Sort(cg.Replicas)
+		cg.Learner = ""
+	case opDropReplica:
+		if cg.Learner == node {
+			cg.Learner = ""
+		} else {
+			cg.Replicas = slices.DeleteFunc(slices.Clone(cg.Replicas), func(n string) bool { return n == node })
+		}
+		if cg.Leader == node {
+			cg.Leader = ""
+		}
+	case opLeader:
+		cg.Leader, cg.LeaderTerm = node, term
+	}
+	c.Epoch++
+	return c
+}
+
+// placedPeers are the peers whose ids are in ids.
+func placedPeers(peers []Peer, ids []string) []Peer {
+	var out []Peer
+	for _, p := range peers {
+		if slices.Contains(ids, p.ID) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // checkMove says why the directory refuses to move [start, end] to
@@ -349,8 +514,9 @@ func AppendDirectory(dst []byte, d *Directory) []byte {
 		dst = codec.AppendString(dst, id)
 		dst = codec.AppendString(dst, d.Nodes[id])
 	}
-	// Moves (absent in a directory that never had one).
-	if len(d.Moves) == 0 && d.NextMove == 0 {
+	// Moves (absent in a directory that never had one, and no
+	// placement).
+	if len(d.Moves) == 0 && d.NextMove == 0 && d.Replicas == 0 {
 		return dst
 	}
 	dst = binary.AppendUvarint(dst, d.NextMove)
@@ -364,6 +530,22 @@ func AppendDirectory(dst []byte, d *Directory) []byte {
 		dst = append(dst, m.State)
 		dst = binary.AppendVarint(dst, m.Began)
 		dst = binary.AppendVarint(dst, m.Ended)
+	}
+	// Placement (absent in a directory without a replication factor):
+	// uvarint R, then per group (in Groups' order) its replicas, its
+	// learner, its leader and the leader's term.
+	if d.Replicas == 0 {
+		return dst
+	}
+	dst = binary.AppendUvarint(dst, uint64(d.Replicas))
+	for _, g := range d.Groups {
+		dst = binary.AppendUvarint(dst, uint64(len(g.Replicas)))
+		for _, n := range g.Replicas {
+			dst = codec.AppendString(dst, n)
+		}
+		dst = codec.AppendString(dst, g.Learner)
+		dst = codec.AppendString(dst, g.Leader)
+		dst = binary.AppendUvarint(dst, g.LeaderTerm)
 	}
 	return dst
 }
@@ -414,6 +596,24 @@ func DecodeDirectory(b []byte) (*Directory, error) {
 				Source: uint32(dec.Uvarint()), Target: uint32(dec.Uvarint()), State: dec.Byte()}
 			m.Began, m.Ended = dec.Varint(), dec.Varint()
 			d.Moves = append(d.Moves, m)
+		}
+	}
+	if dec.Err == nil && len(dec.B) > 0 {
+		d.Replicas = int(dec.Uvarint())
+		if dec.Err != nil || d.Replicas == 0 || d.Replicas > 16 {
+			return nil, ErrBadSnapshot
+		}
+		for i := range d.Groups {
+			g := &d.Groups[i]
+			n := dec.Uvarint()
+			if dec.Err != nil || n > 1024 {
+				return nil, ErrBadSnapshot
+			}
+			for range n {
+				g.Replicas = append(g.Replicas, string(dec.Bytes()))
+			}
+			g.Learner, g.Leader = string(dec.Bytes()), string(dec.Bytes())
+			g.LeaderTerm = dec.Uvarint()
 		}
 	}
 	if dec.Err != nil || len(dec.B) != 0 {
