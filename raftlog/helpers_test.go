@@ -77,8 +77,15 @@ func store(t testing.TB, s *Store, logs []*raft.Log) {
 	}
 }
 
+// logReader is what bounds and holds read: a Store or a GroupLog.
+type logReader interface {
+	FirstIndex() (uint64, error)
+	LastIndex() (uint64, error)
+	GetLog(index uint64, out *raft.Log) error
+}
+
 // bounds fails unless the store holds first..last (0, 0: empty).
-func bounds(t testing.TB, s *Store, first, last uint64) {
+func bounds(t testing.TB, s logReader, first, last uint64) {
 	t.Helper()
 	f, err1 := s.FirstIndex()
 	l, err2 := s.LastIndex()
@@ -92,7 +99,7 @@ func bounds(t testing.TB, s *Store, first, last uint64) {
 
 // holds fails unless s holds exactly first..last with term(i) as each
 // entry's term, and nothing around.
-func holds(t testing.TB, s *Store, first, last uint64, term func(uint64) uint64) {
+func holds(t testing.TB, s logReader, first, last uint64, term func(uint64) uint64) {
 	t.Helper()
 	bounds(t, s, first, last)
 	var l raft.Log

@@ -242,11 +242,18 @@ var zeros [64 << 10]byte
 // synced with the records that follow them. A failure (a full disk) is
 // not one: the records are written without it.
 func (s *Store) preallocate(g *segment, end int64) int64 {
-	chunk := min(int64(preallocChunk), s.opts.SegmentSize)
+	return preallocate(g.f, end, s.opts.SegmentSize)
+}
+
+// preallocate extends f with zeros from end to the next multiple of
+// preallocChunk (at most segSize), and returns the file's length after
+// (Store.preallocate says why; a failure only means fewer zeros).
+func preallocate(f *os.File, end, segSize int64) int64 {
+	chunk := min(int64(preallocChunk), segSize)
 	want := (end + chunk - 1) / chunk * chunk
 	at := end
 	for at < want {
-		n, err := g.f.WriteAt(zeros[:min(int64(len(zeros)), want-at)], at)
+		n, err := f.WriteAt(zeros[:min(int64(len(zeros)), want-at)], at)
 		at += int64(n)
 		if err != nil {
 			break

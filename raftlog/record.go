@@ -27,6 +27,15 @@ func appendRecord(buf []byte, l *raft.Log) ([]byte, error) {
 	start := len(buf)
 	buf = binary.LittleEndian.AppendUint32(buf, uint32(body))
 	buf = binary.LittleEndian.AppendUint32(buf, 0) // the CRC, once the body is in
+	buf = appendEntry(buf, l)
+	binary.LittleEndian.PutUint32(buf[start+4:], crc32.Checksum(buf[start+headerSize:], castagnoli))
+	return buf, nil
+}
+
+// appendEntry appends l's fields as a record's body holds them (doc.go):
+// index, term, appended, type, dataLen, data, ext. The shared log's
+// entry records carry the same fields after their own prefix.
+func appendEntry(buf []byte, l *raft.Log) []byte {
 	buf = binary.LittleEndian.AppendUint64(buf, l.Index)
 	buf = binary.LittleEndian.AppendUint64(buf, l.Term)
 	var appended int64
@@ -37,9 +46,38 @@ func appendRecord(buf []byte, l *raft.Log) ([]byte, error) {
 	buf = append(buf, byte(l.Type))
 	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(l.Data)))
 	buf = append(buf, l.Data...)
-	buf = append(buf, l.Extensions...)
-	binary.LittleEndian.PutUint32(buf[start+4:], crc32.Checksum(buf[start+headerSize:], castagnoli))
-	return buf, nil
+	return append(buf, l.Extensions...)
+}
+
+// entryBad says why p cannot be an entry's fields ("" when it can).
+func entryBad(p []byte) string {
+	if len(p) < fixedSize {
+		return fmt.Sprintf("entry of %d bytes, below the minimum %d", len(p), fixedSize)
+	}
+	if dataLen := uint64(binary.LittleEndian.Uint32(p[25:])); dataLen > uint64(len(p)-fixedSize) {
+		return fmt.Sprintf("data length %d past the record's end", dataLen)
+	}
+	return ""
+}
+
+// decodeEntry decodes p, entry fields entryBad accepts, into out. Data
+// and Extensions point into p: the caller must not reuse it.
+func decodeEntry(p []byte, out *raft.Log) {
+	out.Index = binary.LittleEndian.Uint64(p)
+	out.Term = binary.LittleEndian.Uint64(p[8:])
+	out.AppendedAt = time.Time{}
+	if at := int64(binary.LittleEndian.Uint64(p[16:])); at != 0 {
+		out.AppendedAt = time.Unix(0, at)
+	}
+	out.Type = raft.LogType(p[24])
+	dataEnd := fixedSize + int(binary.LittleEndian.Uint32(p[25:]))
+	out.Data, out.Extensions = nil, nil
+	if dataEnd > fixedSize {
+		out.Data = p[fixedSize:dataEnd:dataEnd]
+	}
+	if len(p) > dataEnd {
+		out.Extensions = p[dataEnd:]
+	}
 }
 
 // checkHeader checks a record's header against the bytes that follow it
@@ -64,10 +102,7 @@ func checkBody(h, body []byte) (torn, bad string) {
 	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(h[4:]) {
 		return "CRC mismatch", ""
 	}
-	if dataLen := uint64(binary.LittleEndian.Uint32(body[25:])); dataLen > uint64(len(body)-fixedSize) {
-		return "", fmt.Sprintf("data length %d past the record's end", dataLen)
-	}
-	return "", ""
+	return "", entryBad(body)
 }
 
 // bodyIndex is the index in a checked body.
@@ -90,20 +125,6 @@ func decodeRecord(rec []byte, index uint64, out *raft.Log) error {
 	if got := bodyIndex(body); got != index {
 		return fmt.Errorf("%w: index %d where %d belongs", ErrCorrupt, got, index)
 	}
-	out.Index = index
-	out.Term = binary.LittleEndian.Uint64(body[8:])
-	out.AppendedAt = time.Time{}
-	if at := int64(binary.LittleEndian.Uint64(body[16:])); at != 0 {
-		out.AppendedAt = time.Unix(0, at)
-	}
-	out.Type = raft.LogType(body[24])
-	dataEnd := fixedSize + int(binary.LittleEndian.Uint32(body[25:]))
-	out.Data, out.Extensions = nil, nil
-	if dataEnd > fixedSize {
-		out.Data = body[fixedSize:dataEnd:dataEnd]
-	}
-	if len(body) > dataEnd {
-		out.Extensions = body[dataEnd:]
-	}
+	decodeEntry(body, out)
 	return nil
 }

@@ -146,12 +146,22 @@ func (g *segment) classify(off int64, why string, fileSize int64) (*scanError, e
 		return &scanError{off, why, true}, nil
 	}
 	at++ // in rest
-	for s := (sectorSize - off%sectorSize) % sectorSize; s+sectorSize <= int64(at); s += sectorSize {
-		if allZero(rest[s : s+sectorSize]) {
-			return &scanError{off, why, true}, nil
-		}
+	if sectorLost(rest, off, at) {
+		return &scanError{off, why, true}, nil
 	}
 	return &scanError{off, fmt.Sprintf("%s, with a valid record (index %d) after it at offset %d: damage, not a torn write", why, index, off+int64(at)), false}, nil
+}
+
+// sectorLost reports whether a whole sector of rest, the file from offset
+// off on, lies wholly zero before rest[at]: a sector of the final write
+// that never reached the disk, later ones having (classify).
+func sectorLost(rest []byte, off int64, at int) bool {
+	for s := (sectorSize - off%sectorSize) % sectorSize; s+sectorSize <= int64(at); s += sectorSize {
+		if allZero(rest[s : s+sectorSize]) {
+			return true
+		}
+	}
+	return false
 }
 
 // findRecord returns the offset in b of the first whole record with a
