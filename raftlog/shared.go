@@ -26,13 +26,19 @@ type Shared struct {
 	dir  string
 	opts Options
 
-	// Locks, always taken in this order: smu, wmu, mu, pmu. qmu is
-	// taken alone.
-	smu sync.Mutex   // the sync leader (syncLocked), Reclaim, Close
-	wmu sync.Mutex   // the writer (flushLocked, the moves), Close
-	mu  sync.RWMutex // what readers see; changed under wmu and mu both, except groups (mu alone)
-	pmu sync.Mutex   // groups' marks and durable indexes, synced
-	qmu sync.Mutex   // queue, qclosed
+	// Locks, always taken in this order: smu, wmu, fsyncMu or mu, pmu
+	// (fsyncMu and mu are never held together). qmu is taken alone.
+	smu     sync.Mutex   // the sync leader (syncLocked), Reclaim, Close
+	wmu     sync.Mutex   // the writer (flushLocked, the moves), Close
+	fsyncMu sync.Mutex   // one fdatasync of a segment at a time (syncSeg)
+	mu      sync.RWMutex // what readers see; changed under wmu and mu both, except groups (mu alone)
+	pmu     sync.Mutex   // groups' marks and durable indexes, synced
+	qmu     sync.Mutex   // queue, qclosed
+	wakeMu  sync.Mutex   // wake
+
+	// wake is closed, and replaced, each time smu is unlocked: callers
+	// waiting for a sync wait for it (leadSync).
+	wake chan struct{}
 
 	segs   []*walSeg            // oldest first; the last one is written to
 	groups map[uint32]*GroupLog // every group seen or asked for
@@ -110,6 +116,7 @@ func OpenShared(dir string, opts Options) (*Shared, error) {
 		shadow:   map[*GroupLog]walShadow{},
 		pending:  map[*GroupLog]struct{}{},
 		kick:     make(chan struct{}, 1),
+		wake:     make(chan struct{}),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 		fsync:    fdatasync,
@@ -245,7 +252,7 @@ func (s *Shared) Close() error {
 	s.queue = nil
 	s.qmu.Unlock()
 	s.smu.Lock()
-	defer s.smu.Unlock()
+	defer s.unlockSync()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.closed {

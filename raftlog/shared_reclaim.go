@@ -64,7 +64,7 @@ func (s *Shared) maintain() {
 // it. Syncs wait while it runs.
 func (s *Shared) Reclaim() error {
 	s.smu.Lock()
-	defer s.smu.Unlock()
+	defer s.unlockSync()
 	s.mu.RLock()
 	rounds := len(s.segs)
 	s.mu.RUnlock()

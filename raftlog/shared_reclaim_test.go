@@ -159,7 +159,7 @@ func TestSharedReclaimCrash(t *testing.T) {
 	h := s.segs[0]
 	if h.live == 0 || len(s.segs) < 3 {
 		s.wmu.Unlock()
-		s.smu.Unlock()
+		s.unlockSync()
 		t.Fatalf("the oldest segment has %d live bytes, %d segments: want live records, several segments", h.live, len(s.segs))
 	}
 	err := s.moveLocked(h)
@@ -172,7 +172,7 @@ func TestSharedReclaimCrash(t *testing.T) {
 		err = s.removeHead(h)
 	}
 	removed := copyDir(t, dir) // the crash after it
-	s.smu.Unlock()
+	s.unlockSync()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -116,49 +116,72 @@ func (s *Shared) submitSync(op *walOp) error {
 	if err := s.enqueue(op); err != nil {
 		return err
 	}
-	for {
+	// covered reports whether op is done with: failed, or written and
+	// synced.
+	covered := func() bool {
 		switch op.state.Load() {
 		case opFailed:
-			return op.err
+			return true
 		case opWritten:
-			if op.seq <= s.synced.Load() {
-				return nil
-			}
+			return op.seq <= s.synced.Load()
 		}
-		s.smu.Lock()
-		var err error
-		if st := op.state.Load(); st == opQueued || (st == opWritten && op.seq > s.synced.Load()) {
-			err = s.syncLocked()
-		}
-		s.smu.Unlock()
-		if err != nil {
-			switch op.state.Load() {
-			case opFailed:
-				return op.err
-			case opWritten:
-				if op.seq <= s.synced.Load() {
-					return nil
-				}
+		return false
+	}
+	for !covered() {
+		if err := s.leadSync(covered); err != nil {
+			if covered() {
+				break
 			}
 			return err
 		}
 	}
+	if op.state.Load() == opFailed {
+		return op.err
+	}
+	return nil
 }
 
 // syncTo returns once every record up to seq target is synced.
 func (s *Shared) syncTo(target uint64) error {
-	for s.synced.Load() < target {
-		s.smu.Lock()
-		var err error
-		if s.synced.Load() < target {
-			err = s.syncLocked()
-		}
-		s.smu.Unlock()
-		if err != nil {
+	covered := func() bool { return s.synced.Load() >= target }
+	for !covered() {
+		if err := s.leadSync(covered); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// leadSync becomes the sync leader and syncs, unless covered holds by
+// then; when another caller leads, it waits for that sync to end
+// instead, and returns nil for the caller to look again. Every caller a
+// sync covered is released at once when it ends (wake), not one by one
+// through smu: they queue their next writes while the next leader's
+// sync runs, so that the sync after it takes them all.
+func (s *Shared) leadSync(covered func() bool) error {
+	s.wakeMu.Lock()
+	wake := s.wake
+	s.wakeMu.Unlock()
+	if !s.smu.TryLock() {
+		<-wake // closed by the leader, after it unlocks smu
+		return nil
+	}
+	var err error
+	if !covered() {
+		err = s.syncLocked()
+	}
+	s.unlockSync()
+	return err
+}
+
+// unlockSync unlocks smu and wakes every caller waiting for the sync
+// that held it.
+func (s *Shared) unlockSync() {
+	s.smu.Unlock()
+	s.wakeMu.Lock()
+	close(s.wake)
+	s.wake = make(chan struct{})
+	s.wakeMu.Unlock()
 }
 
 // syncLocked writes what is queued, then fdatasyncs the last segment
@@ -185,33 +208,44 @@ func (s *Shared) syncLocked() error {
 	start, end := g.synced, g.size
 	s.wmu.Unlock()
 
-	if err := s.syncSeg(g, start, end); err != nil {
-		// Linux may have dropped the pages it could not write, and a
-		// later fdatasync can succeed without them: only reopening
-		// tells what is on disk.
-		return s.breakOn(err)
+	if err := s.syncSeg(g, start, end, target); err != nil {
+		return err
 	}
 	s.wmu.Lock()
 	g.synced = max(g.synced, end)
 	s.wmu.Unlock()
-	s.pmu.Lock()
-	s.advanceLocked(target)
-	s.pmu.Unlock()
 	return nil
 }
 
 // syncSeg fdatasyncs g's file, whose records from start to end are not
-// synced yet, between the test hooks.
-func (s *Shared) syncSeg(g *walSeg, start, end int64) error {
+// synced yet, between the test hooks, and then marks every record up to
+// seq target synced. A failure breaks the log: Linux may have dropped
+// the pages it could not write, and a later fdatasync can succeed
+// without them, so only reopening tells what is on disk.
+//
+// The log's fdatasyncs run one at a time (fsyncMu): Linux reports a
+// failed writeback to one fdatasync of the file only, so a sync running
+// beside the one that failed could return success for pages that were
+// lost. Under fsyncMu, the failed one has broken the log before another
+// starts, and that one then fails too.
+func (s *Shared) syncSeg(g *walSeg, start, end int64, target uint64) error {
+	s.fsyncMu.Lock()
+	defer s.fsyncMu.Unlock()
+	if err := s.brokenErr(); err != nil {
+		return err
+	}
 	if h := s.opts.Hooks.BeforeSync; h != nil {
 		h(g.f, start, end)
 	}
 	if err := s.syncData(g.f); err != nil {
-		return err
+		return s.breakOn(err)
 	}
 	if h := s.opts.Hooks.AfterSync; h != nil {
 		h(g.f, start, end)
 	}
+	s.pmu.Lock()
+	s.advanceLocked(target)
+	s.pmu.Unlock()
 	return nil
 }
 
@@ -483,7 +517,12 @@ func (s *Shared) undoLocked(tail *walSeg, off int64, err error) error {
 	terr := s.truncate(tail.f, off)
 	if terr == nil {
 		tail.alloc = off
+		s.fsyncMu.Lock()
 		terr = s.syncData(tail.f)
+		if terr != nil {
+			s.breakOn(terr)
+		}
+		s.fsyncMu.Unlock()
 	}
 	if terr != nil {
 		return errors.Join(err, s.breakOn(terr))
@@ -506,13 +545,10 @@ func (s *Shared) tailLocked() (*walSeg, bool, error) {
 	ord := uint32(1)
 	if g != nil {
 		if g.synced < g.size {
-			if err := s.syncSeg(g, g.synced, g.size); err != nil {
-				return nil, false, s.breakOn(err)
+			if err := s.syncSeg(g, g.synced, g.size, g.next-1); err != nil {
+				return nil, false, err
 			}
 			g.synced = g.size
-			s.pmu.Lock()
-			s.advanceLocked(g.next - 1)
-			s.pmu.Unlock()
 		}
 		if g.alloc > g.size && s.truncate(g.f, g.size) == nil {
 			// Its zeros past the records: nothing needs them (left
