@@ -176,25 +176,9 @@ func (s *Shared) load(firsts []uint64) error {
 			return fmt.Errorf("raftlog: %s: %w", g.path, err)
 		}
 		g.synced = g.size // the last one is synced by OpenShared
-		isLast := i == len(firsts)-1
-		if bad != nil && (!isLast || !bad.torn) {
+		if isLast := i == len(firsts)-1; bad != nil && (!isLast || !bad.torn) {
 			return fmt.Errorf("raftlog: %s: offset %d: %s: %w: %s", g.path, bad.off, bad.group, ErrCorrupt, bad.reason)
 		}
-		if isLast && g.alloc > g.size {
-			// A write that never completed, so never acknowledged, or
-			// preallocated zeros: cut, so that no byte of an unfinished
-			// write stays behind zeros the next records overwrite.
-			if err := s.truncate(g.f, g.size); err != nil {
-				return fmt.Errorf("raftlog: %s: cutting a torn tail at %d: %w", g.path, g.size, err)
-			}
-			if err := s.syncData(g.f); err != nil {
-				return fmt.Errorf("raftlog: %w", err)
-			}
-			g.alloc = g.size
-		}
-	}
-	if n := len(s.segs); n > 0 {
-		s.nextSeq = s.segs[n-1].next
 	}
 	// Every group's entries must run without a gap: a gap left after
 	// replaying is an entry whose only copy was in a segment that is
@@ -207,10 +191,35 @@ func (s *Shared) load(firsts []uint64) error {
 	for _, id := range ids {
 		g := s.groups[id]
 		for k, l := range g.locs {
-			if l.seg == 0 {
-				return fmt.Errorf("raftlog: %s: group %d: %w: entry %d missing inside %d-%d: a segment that held it is gone",
-					s.dir, id, ErrCorrupt, g.first+uint64(k), g.first, g.last())
+			if l.seg != 0 {
+				continue
 			}
+			// Both ends are present (put puts the record it has there):
+			// name the record after the gap.
+			j := k + 1
+			for g.locs[j].seg == 0 {
+				j++
+			}
+			at := g.locs[j]
+			return fmt.Errorf("raftlog: %s: offset %d: group %d: %w: entry %d follows %d, %d-%d missing: a segment that held them is gone",
+				s.segOf(at).path, at.off, id, ErrCorrupt, g.first+uint64(j), g.first+uint64(k)-1, g.first+uint64(k), g.first+uint64(j)-1)
+		}
+	}
+	if n := len(s.segs); n > 0 {
+		g := s.segs[n-1]
+		s.nextSeq = g.next
+		if g.alloc > g.size {
+			// A write that never completed, so never acknowledged, or
+			// preallocated zeros: cut, so that no byte of an unfinished
+			// write stays behind zeros the next records overwrite. Only
+			// now, all checked: a log refused is left as it was.
+			if err := s.truncate(g.f, g.size); err != nil {
+				return fmt.Errorf("raftlog: %s: cutting a torn tail at %d: %w", g.path, g.size, err)
+			}
+			if err := s.syncData(g.f); err != nil {
+				return fmt.Errorf("raftlog: %w", err)
+			}
+			g.alloc = g.size
 		}
 	}
 	return nil

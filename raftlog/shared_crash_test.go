@@ -406,22 +406,33 @@ func TestSharedLostSector(t *testing.T) {
 	upTo(before, recs, lost).check(t, r)
 }
 
-// TestSharedReplayGap: an entry record far past its group's entries, with
-// a right CRC, is damage, not a reason to fill memory.
+// TestSharedReplayGap: an entry record away from its group's entries,
+// with a right CRC, is damage: a few entries away, a gap no write leaves;
+// far away, not a reason to fill memory. A torn tail after it is not cut
+// either: a refused log is left as it was.
 func TestSharedReplayGap(t *testing.T) {
-	dir := t.TempDir()
-	s := openShared(t, dir, Options{})
-	m := model{}
-	m.store(t, group(t, s, 1), gentries(1, 1, 3))
-	s.Close()
-	path := walFiles(t, dir)[0]
-	rec := walBegin(nil, 4, 1, walEntry)
-	rec = walEnd(appendEntry(rec, entry(1<<40, 1)), 0)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		index uint64
+		says  string
+	}{
+		{6, "entry 6 follows 3, 4-5 missing"},
+		{1 << 40, "more than"},
+	} {
+		dir := t.TempDir()
+		s := openShared(t, dir, Options{})
+		m := model{}
+		m.store(t, group(t, s, 1), gentries(1, 1, 3))
+		s.Close()
+		path := walFiles(t, dir)[0]
+		rec := walBegin(nil, 4, 1, walEntry)
+		rec = walEnd(appendEntry(rec, entry(c.index, 1)), 0)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write(rec)
+		f.Write([]byte{1, 2, 3}) // a torn tail after it
+		f.Close()
+		damaged(t, dir, path, Options{}, "group 1:", c.says)
 	}
-	f.Write(rec)
-	f.Close()
-	damaged(t, dir, path, Options{}, "group 1:", "more than")
 }

@@ -40,7 +40,7 @@ var (
 	ErrSyncFailed = errors.New("an fdatasync of the log failed")
 )
 
-// Options configures a Store.
+// Options configures a Store or a Shared log.
 type Options struct {
 	// NoSync skips every fdatasync and fsync: for tests only (doc.go).
 	NoSync bool
@@ -55,7 +55,9 @@ type Options struct {
 }
 
 // Hooks are called by StoreLogs with the file and the byte range [start,
-// end) its records were written to; nil ones are skipped.
+// end) its records were written to; nil ones are skipped. A Shared log
+// calls them around each fdatasync of a segment, with the range it
+// makes durable (every group's records written since the last sync).
 type Hooks struct {
 	BeforeSync func(f *os.File, start, end int64) // written, not yet synced
 	AfterSync  func(f *os.File, start, end int64) // synced, not yet returned
