@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
@@ -168,6 +169,12 @@ func (s *Shared) leadSync(covered func() bool) error {
 	}
 	var err error
 	if !covered() {
+		// The callers the last sync released are runnable, about to
+		// queue their next writes: let them, so that this sync takes
+		// them too. (BenchmarkSharedAppend, 3 and 9 groups: 0.50 and
+		// 0.20 fdatasyncs per append without, 0.34 and 0.12 with, and
+		// half the time per append; 1 group alike within the noise.)
+		runtime.Gosched()
 		err = s.syncLocked()
 	}
 	s.unlockSync()
