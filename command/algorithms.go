@@ -12,43 +12,43 @@ import (
 // token bucket. CL.THROTTLE, GCRA and RL.ALLOW share one state kind.
 
 func init() {
-	registerLimiters(
-		&Limiter{
+	register(
+		&Cmd{
 			Name: "cl.throttle", Arity: -5, Flags: []string{"write", "denyoom", "fast"},
 			FirstKey: 1, LastKey: 1, KeyStep: 1, ACL: []string{"@write", "@fast", "@ratelimit"},
 			Summary: "redis-cell's token bucket. Replies [limited, limit, remaining, retry_after_s, reset_after_s].",
 			Group:   "ratelimit", Since: "0.1.0",
 			Batch: batchThrottle, Render: renderThrottle,
 		},
-		&Limiter{
+		&Cmd{
 			Name: "gcra", Arity: -5, Flags: []string{"write", "denyoom", "fast"},
 			FirstKey: 1, LastKey: 1, KeyStep: 1, ACL: []string{"@write", "@fast", "@ratelimit"},
 			Summary: "Redis 8.8's GCRA rate limiter. Replies [limited, limit, remaining, retry_after_s, reset_after_s].",
 			Group:   "ratelimit", Since: "0.1.0",
 			Batch: batchGCRA, Render: renderThrottle,
 		},
-		&Limiter{
+		&Cmd{
 			Name: "rl.fixed", Arity: -4, Flags: []string{"write", "denyoom", "fast"},
 			FirstKey: 1, LastKey: 1, KeyStep: 1, ACL: []string{"@write", "@fast", "@ratelimit"},
 			Summary: "Fixed window counter aligned to multiples of window_ms since the epoch. Replies [allowed, remaining, retry_after_ms, reset_after_ms].",
 			Group:   "ratelimit", Since: "0.1.0",
 			Batch: batchWindow(engine.Fixed), Render: renderDecisionMs,
 		},
-		&Limiter{
+		&Cmd{
 			Name: "rl.sliding", Arity: -4, Flags: []string{"write", "denyoom", "fast"},
 			FirstKey: 1, LastKey: 1, KeyStep: 1, ACL: []string{"@write", "@fast", "@ratelimit"},
 			Summary: "Sliding window counter (previous window weighted). Replies [allowed, remaining, retry_after_ms, reset_after_ms].",
 			Group:   "ratelimit", Since: "0.1.0",
 			Batch: batchWindow(engine.Sliding), Render: renderDecisionMs,
 		},
-		&Limiter{
+		&Cmd{
 			Name: "rl.log", Arity: -4, Flags: []string{"write", "denyoom", "fast"},
 			FirstKey: 1, LastKey: 1, KeyStep: 1, ACL: []string{"@write", "@fast", "@ratelimit"},
 			Summary: "Sliding window log, exact in every window. Replies [allowed, remaining, retry_after_ms, reset_after_ms].",
 			Group:   "ratelimit", Since: "0.1.0",
 			Batch: batchWindow(engine.Log), Render: renderDecisionMs,
 		},
-		&Limiter{
+		&Cmd{
 			Name: "rl.shape", Arity: -4, Flags: []string{"write", "denyoom", "fast"},
 			FirstKey: 1, LastKey: 1, KeyStep: 1, ACL: []string{"@write", "@fast", "@ratelimit"},
 			Summary: "Leaky bucket as a queue: admits with a delay while the queue has room. Replies [admitted, delay_ms, queued, reset_after_ms].",
@@ -62,27 +62,27 @@ func init() {
 // all integers, period in seconds, as redis-cell does.
 func batchThrottle(_ *Memo, reqs []engine.Request, args [][]byte) ([]engine.Request, string) {
 	if len(args) > 6 {
-		return reqs, errSyntax
+		return reqs, ErrSyntax
 	}
 	var n [4]int64
 	n[3] = 1
 	for i, a := range args[2:] {
 		v, ok := ParseInt(a)
 		if !ok {
-			return reqs, errNotInteger
+			return reqs, ErrNotInteger
 		}
 		n[i] = v
 	}
 	period := n[2]
 	if period > math.MaxInt64/secNanos {
-		return reqs, errorText(engine.ErrPeriodTooLong)
+		return reqs, Text(engine.ErrPeriodTooLong)
 	}
 	if period < 0 {
 		period = -1 // engine.Throttle refuses every negative period alike
 	}
 	req, err := engine.Throttle(args[1], n[0], n[1], period*secNanos, n[3])
 	if err != nil {
-		return reqs, errorText(err)
+		return reqs, Text(err)
 	}
 	return append(reqs, req), ""
 }
@@ -91,49 +91,49 @@ func batchThrottle(_ *Memo, reqs []engine.Request, args [][]byte) ([]engine.Requ
 // [TOKENS n]` with its validation and error texts.
 func batchGCRA(_ *Memo, reqs []engine.Request, args [][]byte) ([]engine.Request, string) {
 	if len(args) > 7 {
-		return reqs, wrongArity("gcra")
+		return reqs, WrongArity("gcra")
 	}
 	// Redis parses max_burst with getPositiveLongFromObjectOrReply, whose
 	// one message answers a non-number and a negative number alike.
 	burst, ok := ParseInt(args[2])
 	if !ok || burst < 0 {
-		return reqs, errRangePositive
+		return reqs, ErrRangePositive
 	}
 	perPeriod, ok := ParseInt(args[3])
 	if !ok {
-		return reqs, errNotInteger
+		return reqs, ErrNotInteger
 	}
 	if perPeriod < 1 {
-		return reqs, errRangeOneToMax
+		return reqs, ErrRangeOneToMax
 	}
 	period, ok := ParseFloat(args[4])
 	if !ok || math.IsNaN(period) {
-		return reqs, errNotFloat
+		return reqs, ErrNotFloat
 	}
 	// Redis checks the period's range here, before the TOKENS clause.
 	if period <= 0 || period >= 1e12 {
-		return reqs, errorText(engine.ErrBadPeriod)
+		return reqs, Text(engine.ErrBadPeriod)
 	}
 	tokens := int64(1)
 	if len(args) >= 6 {
 		if !EqualFold(args[5], "tokens") {
-			return reqs, errSyntax
+			return reqs, ErrSyntax
 		}
 		if len(args) == 6 {
 			return reqs, errGCRAMissingTokens
 		}
 		if tokens, ok = ParseInt(args[6]); !ok {
-			return reqs, errNotInteger
+			return reqs, ErrNotInteger
 		}
 		if tokens < 1 {
-			return reqs, errRangeOneToMax
+			return reqs, ErrRangeOneToMax
 		}
 	}
 	// The clock is read here only to refuse what Redis refuses as an
 	// overflow at this time; the decision takes the batch's time.
 	req, err := engine.GCRAAt(time.Now().UnixNano(), args[1], burst, perPeriod, period, tokens)
 	if err != nil {
-		return reqs, errorText(err)
+		return reqs, Text(err)
 	}
 	return append(reqs, req), ""
 }
@@ -142,20 +142,20 @@ func batchGCRA(_ *Memo, reqs []engine.Request, args [][]byte) ([]engine.Request,
 func batchWindow(build func(key []byte, limit, windowMs, cost int64) (engine.Request, error)) BatchFunc {
 	return func(_ *Memo, reqs []engine.Request, args [][]byte) ([]engine.Request, string) {
 		if len(args) > 5 {
-			return reqs, errSyntax
+			return reqs, ErrSyntax
 		}
 		var n [3]int64
 		n[2] = 1
 		for i, a := range args[2:] {
 			v, ok := ParseInt(a)
 			if !ok {
-				return reqs, errNotInteger
+				return reqs, ErrNotInteger
 			}
 			n[i] = v
 		}
 		req, err := build(args[1], n[0], n[1], n[2])
 		if err != nil {
-			return reqs, errorText(err)
+			return reqs, Text(err)
 		}
 		return append(reqs, req), ""
 	}

@@ -39,7 +39,7 @@ func (sc *caller) Call(args [][]byte, resp3 bool) []byte {
 			// uncommitted writes are not counted.
 			n, err := sc.st.backend.Len(context.Background())
 			if err != nil {
-				return errReply(errorText(err))
+				return errReply(Text(err))
 			}
 			return []byte(":" + strconv.Itoa(n) + "\r\n")
 		case lim != nil:
@@ -47,7 +47,7 @@ func (sc *caller) Call(args [][]byte, resp3 bool) []byte {
 				return errReply(script.ErrWrongArgs)
 			}
 			return sc.limiter(lim, args, resp3, nil)
-		case sc.st.known != nil && sc.st.known(name):
+		case Lookup(name) != nil:
 			return errReply(script.ErrNotAllowed) // server and admin commands, RL.CHECK's policies
 		}
 		return errReply(script.ErrUnknownCommand)
@@ -72,13 +72,11 @@ func (sc *caller) Call(args [][]byte, resp3 bool) []byte {
 	return sc.buf
 }
 
-const errCrossSlotScript = "ERR Script attempted to access keys that do not hash to the same slot"
-
 // limiter runs a limiter command (RL.ALLOW, CL.THROTTLE, GCRA, RL.FIXED...)
 // on the overlay: each of its requests is applied to a copy of its key's
 // state (engine.Simulate), and the reply, appended to out, is the
 // command's own.
-func (sc *caller) limiter(cmd *Limiter, args [][]byte, resp3 bool, out []byte) []byte {
+func (sc *caller) limiter(cmd *Cmd, args [][]byte, resp3 bool, out []byte) []byte {
 	var memo Memo
 	reqs, errText := cmd.Batch(&memo, nil, args)
 	if errText != "" {
@@ -97,12 +95,12 @@ func (sc *caller) limiter(cmd *Limiter, args [][]byte, resp3 bool, out []byte) [
 			res[i] = engine.Result{Err: engine.ErrWrongType} // a data key
 			continue
 		}
-		if !r.ReadOnly && sc.ro && (cmd.write || r.Op == engine.OpDel) {
+		if !r.ReadOnly && sc.ro && (cmd.Write || r.Op == engine.OpDel) {
 			return appendErr(out, script.ErrReadOnly)
 		}
 		o, after, err := engine.Simulate(r.Key, before, r, sc.ov.Now())
 		if err != nil {
-			return appendErr(out, errorText(err))
+			return appendErr(out, Text(err))
 		}
 		res[i] = o
 		if !sameRecord(before, after) {
@@ -111,7 +109,7 @@ func (sc *caller) limiter(cmd *Limiter, args [][]byte, resp3 bool, out []byte) [
 		}
 	}
 	if err := FirstErr(res); err != nil {
-		return appendErr(out, errorText(err))
+		return appendErr(out, Text(err))
 	}
 	w := kv.Writer{B: out, RESP3: resp3}
 	cmd.Render(&w, res)

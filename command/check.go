@@ -3,7 +3,6 @@ package command
 import (
 	"errors"
 
-	"github.com/rlserver/rlserver/acl"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/kv"
 	"github.com/rlserver/rlserver/policy"
@@ -15,16 +14,6 @@ import (
 
 // maxTiers bounds the tiers of one RL.CHECK.
 const maxTiers = 64
-
-const errTooManyTiers = "ERR too many tiers in one RL.CHECK (at most 64)"
-
-func duplicateTierKey(key []byte) string {
-	return "ERR key '" + acl.Sanitize(key, 128) + "' appears twice in one RL.CHECK"
-}
-
-func unknownPolicy(name []byte) string {
-	return "ERR unknown policy '" + acl.Sanitize(name, 128) + "'"
-}
 
 // CheckKeys gives RL.CHECK's keys: every second argument after
 // the policy name, which follows COST n when given.
@@ -43,20 +32,20 @@ func BatchCheck(reqs []engine.Request, names, args [][]byte) ([]engine.Request, 
 	i, cost := 1, int64(1)
 	if EqualFold(args[1], "cost") {
 		if len(args) < 5 {
-			return reqs, names, wrongArity("rl.check")
+			return reqs, names, WrongArity("rl.check")
 		}
 		v, ok := ParseInt(args[2])
 		if !ok {
-			return reqs, names, errNotInteger
+			return reqs, names, ErrNotInteger
 		}
 		if v < 0 {
-			return reqs, names, errorText(engine.ErrBadCost)
+			return reqs, names, Text(engine.ErrBadCost)
 		}
 		i, cost = 3, v
 	}
 	rest := args[i:]
 	if len(rest)%2 != 0 {
-		return reqs, names, errSyntax
+		return reqs, names, ErrSyntax
 	}
 	n := len(rest) / 2
 	if n > maxTiers {
@@ -102,7 +91,7 @@ func RenderCheck(w *kv.Writer, reqs []engine.Request, names [][]byte, res []engi
 	}
 	for i := range res {
 		if err := res[i].Err; err != nil && !errors.Is(err, engine.ErrGroupAborted) {
-			return 0, 0, nil, errorText(err)
+			return 0, 0, nil, Text(err)
 		}
 	}
 	for i := range res {

@@ -1,6 +1,7 @@
 package command
 
 import (
+	"context"
 	"net"
 	"strconv"
 	"strings"
@@ -261,3 +262,116 @@ func ClusterNodes(t status.Topology) string { return newClusterView(t).nodesText
 
 // ClusterInfo is CLUSTER INFO's text (infoText).
 func ClusterInfo(t status.Topology) string { return newClusterView(t).infoText() }
+
+// CLUSTER, READONLY, READWRITE and ASKING, in Redis 7's reply shapes. They
+// need Env.Slots; without it every one of them answers as a Redis without
+// cluster support. Routing keyed commands by slot is the edge's.
+func init() {
+	c := container("cluster", "A container for Redis Cluster commands.", "cluster",
+		slotSub("slots", 2, []string{"loading", "stale"}, "3.0.0", "Returns the mapping of cluster slots to nodes.",
+			func(x *Call, s Slots, _ [][]byte) { ClusterSlots(&x.W, s.Topology()) }),
+		slotSub("shards", 2, []string{"loading", "stale"}, "7.0.0", "Returns the mapping of cluster slots to shards.",
+			func(x *Call, s Slots, _ [][]byte) { ClusterShards(&x.W, s.Topology()) }),
+		slotSub("nodes", 2, []string{"loading", "stale"}, "3.0.0", "Returns the cluster configuration for a node.",
+			func(x *Call, s Slots, _ [][]byte) { verbatim(&x.W, ClusterNodes(s.Topology())) }),
+		slotSub("info", 2, []string{"loading", "stale"}, "3.0.0", "Returns information about the state of a node.",
+			func(x *Call, s Slots, _ [][]byte) { verbatim(&x.W, ClusterInfo(s.Topology())) }),
+		slotSub("myid", 2, []string{"loading", "stale"}, "3.0.0", "Returns the ID of a node.", clusterMyID),
+		slotSub("myshardid", 2, []string{"loading", "stale"}, "7.2.0", "Returns the shard ID of a node.", clusterMyID),
+		slotSub("keyslot", 3, []string{"stale"}, "3.0.0", "Returns the hash slot for a key.",
+			func(x *Call, _ Slots, args [][]byte) { x.W.Int(int64(slots.Of(args[2]))) }),
+		slotSub("countkeysinslot", 3, []string{"stale"}, "3.0.0", "Returns the number of keys in a hash slot.", clusterCountKeys),
+		slotSub("getkeysinslot", 4, []string{"stale"}, "3.0.0", "Returns the key names in a hash slot.", clusterGetKeys),
+	)
+	c.Since = "3.0.0"
+	c.Run = func(x *Call, _ [][]byte) { // HELP: Redis's own lines
+		if x.Env.Slots == nil {
+			x.fail(ErrTextNoCluster)
+			return
+		}
+		x.W.Array(len(ClusterHelp))
+		for _, l := range ClusterHelp {
+			x.W.Status(l)
+		}
+	}
+	register(c,
+		clusterMode("readonly", []string{"loading", "stale", "fast"}, "Enables read-only queries for a connection to a Redis Cluster replica node."),
+		clusterMode("readwrite", []string{"loading", "stale", "fast"}, "Enables read-write queries for a connection to a Redis Cluster replica node."),
+		clusterMode("asking", []string{"fast"}, "Signals that a cluster client is following an -ASK redirect."),
+	)
+}
+
+// slotSub makes a CLUSTER subcommand that answers only with Env.Slots.
+func slotSub(name string, arity int, flags []string, since, summary string, run func(*Call, Slots, [][]byte)) *Cmd {
+	return &Cmd{Name: "cluster|" + name, Arity: arity, Flags: flags, ACL: []string{"@slow"},
+		Summary: summary, Group: "cluster", Since: since,
+		Run: func(x *Call, args [][]byte) {
+			if x.Env.Slots == nil {
+				x.fail(ErrTextNoCluster)
+				return
+			}
+			run(x, x.Env.Slots, args)
+		}}
+}
+
+// clusterMode makes READONLY, READWRITE or ASKING: +OK with slots (every
+// slot this node routes is served by a leader, so there is no replica
+// mode and no ASK state to keep), else Redis's refusal.
+func clusterMode(name string, flags []string, summary string) *Cmd {
+	return &Cmd{Name: name, Arity: 1, Flags: flags, ACL: []string{"@fast", "@connection"},
+		Summary: summary, Group: "cluster", Since: "3.0.0",
+		Run: func(x *Call, _ [][]byte) {
+			if x.Env.Slots == nil {
+				x.fail(ErrTextNoCluster)
+				return
+			}
+			x.W.OK()
+		}}
+}
+
+// clusterMyID answers MYID and MYSHARDID: every process is its own shard
+// (the one it leads), so its shard id is its node id.
+func clusterMyID(x *Call, s Slots, _ [][]byte) { x.W.BulkString(s.Topology().MyID) }
+
+func clusterCountKeys(x *Call, s Slots, args [][]byte) {
+	slot, ok := ParseInt(args[2])
+	switch {
+	case !ok:
+		x.fail(ErrNotInteger)
+		return
+	case slot < 0 || slot >= slots.Count:
+		x.fail(errInvalidSlot)
+		return
+	}
+	n, err := s.CountKeysInSlot(context.Background(), int(slot))
+	if err != nil {
+		x.fail(Text(err))
+		return
+	}
+	x.W.Int(int64(n))
+}
+
+func clusterGetKeys(x *Call, s Slots, args [][]byte) {
+	slot, ok1 := ParseInt(args[2])
+	count, ok2 := ParseInt(args[3])
+	switch {
+	case !ok1 || !ok2:
+		x.fail(ErrNotInteger)
+		return
+	case slot < 0 || slot >= slots.Count || count < 0:
+		x.fail(errInvalidSlotKeys)
+		return
+	}
+	// A count beyond any slot's keys is as good as unlimited, and keeps
+	// int conversions safe.
+	count = min(count, 1<<31-1)
+	keys, err := s.KeysInSlot(context.Background(), int(slot), int(count))
+	if err != nil {
+		x.fail(Text(err))
+		return
+	}
+	x.W.Array(len(keys))
+	for _, k := range keys {
+		x.W.BulkString(k)
+	}
+}

@@ -17,59 +17,6 @@ type BatchFunc func(m *Memo, reqs []engine.Request, args [][]byte) ([]engine.Req
 // decisions allowed and denied, for INFO.
 type RenderFunc func(w *kv.Writer, res []engine.Result) (allowed, denied int64)
 
-// Limiter is a command whose requests the engine decides with typed
-// results: the limiter commands (RL.ALLOW, CL.THROTTLE, GCRA, RL.FIXED...)
-// and the keyspace commands batched like them (DEL, EXISTS, TTL, TYPE).
-// Its table fields are those COMMAND reports.
-type Limiter struct {
-	Name     string // lower case
-	Arity    int    // Redis's convention: n exact, -n at least n (name included)
-	Flags    []string
-	FirstKey int // key positions
-	LastKey  int // -1: the last argument
-	KeyStep  int
-	ACL      []string // ACL categories
-	Summary  string
-	Group    string
-	Since    string
-
-	Batch  BatchFunc
-	Render RenderFunc
-	write  bool // flagged write
-}
-
-// ArityOK reports whether n arguments (name included) fit the arity.
-func (l *Limiter) ArityOK(n int) bool {
-	if l.Arity >= 0 {
-		return n == l.Arity
-	}
-	return n >= -l.Arity
-}
-
-var (
-	limiters        = map[string]*Limiter{}
-	limitersInOrder []*Limiter
-)
-
-func registerLimiters(list ...*Limiter) {
-	for _, l := range list {
-		if limiters[l.Name] != nil {
-			panic("command: " + l.Name + " registered twice")
-		}
-		for _, f := range l.Flags {
-			l.write = l.write || f == "write"
-		}
-		limiters[l.Name] = l
-		limitersInOrder = append(limitersInOrder, l)
-	}
-}
-
-// Limiters lists the limiter commands in a fixed order.
-func Limiters() []*Limiter { return limitersInOrder }
-
-// lookupLimiter returns the limiter command named lowerName, or nil.
-func lookupLimiter(lowerName []byte) *Limiter { return limiters[string(lowerName)] }
-
 // str views b as a string without copying; only for immediate parsing.
 func str(b []byte) string {
 	return unsafe.String(unsafe.SliceData(b), len(b))

@@ -10,9 +10,23 @@ import (
 // request that carries the parsed command; the engine runs it on its
 // keys' shards and returns its reply.
 
-// BatchData returns the batch function of spec's command: the request
+func init() {
+	for _, spec := range kv.All() {
+		if spec.TxnOnly {
+			continue // this table's own DEL, EXISTS, TTL, PING... answer outside MULTI
+		}
+		register(&Cmd{
+			Name: spec.Name, Arity: spec.Arity, Flags: spec.Flags,
+			FirstKey: spec.FirstKey, LastKey: spec.LastKey, KeyStep: spec.KeyStep,
+			ACL: spec.ACL, Summary: spec.Summary, Group: spec.Group, Since: spec.Since,
+			Batch: batchData(spec), Data: true,
+		})
+	}
+}
+
+// batchData returns the batch function of spec's command: the request
 // that runs it.
-func BatchData(spec *kv.Spec) BatchFunc {
+func batchData(spec *kv.Spec) BatchFunc {
 	return func(m *Memo, reqs []engine.Request, args [][]byte) ([]engine.Request, string) {
 		return append(reqs, m.cmd(spec, args).Request()), ""
 	}

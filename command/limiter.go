@@ -12,59 +12,59 @@ import (
 // requests; bad input is answered here and never reaches the engine.
 
 func init() {
-	registerLimiters(
-		&Limiter{
+	register(
+		&Cmd{
 			Name: "rl.allow", Arity: -4, Flags: []string{"write", "denyoom", "fast"},
 			FirstKey: 1, LastKey: 1, KeyStep: 1, ACL: []string{"@write", "@fast", "@ratelimit"},
 			Summary: "Takes cost tokens from a token bucket if it has them. Replies [allowed, remaining, retry_after_ms, reset_after_ms].",
 			Group:   "ratelimit", Since: "0.1.0",
 			Batch: batchBucket(engine.TokenBucket, false), Render: renderDecisionMs,
 		},
-		&Limiter{
+		&Cmd{
 			Name: "rl.peek", Arity: -4, Flags: []string{"readonly", "fast"},
 			FirstKey: 1, LastKey: 1, KeyStep: 1, ACL: []string{"@read", "@fast", "@ratelimit"},
 			Summary: "Replies what RL.ALLOW would, without taking tokens or creating the key.",
 			Group:   "ratelimit", Since: "0.1.0",
 			Batch: batchBucket(engine.TokenBucket, true), Render: renderDecisionMs,
 		},
-		&Limiter{
+		&Cmd{
 			Name: "rl.reset", Arity: -2, Flags: []string{"write"},
 			FirstKey: 1, LastKey: -1, KeyStep: 1, ACL: []string{"@keyspace", "@write", "@ratelimit"},
 			Summary: "Removes the limiter state of the keys. Replies the number removed.",
 			Group:   "ratelimit", Since: "0.1.0",
 			Batch: batchEachKey(engine.OpDel), Render: renderSum,
 		},
-		&Limiter{
+		&Cmd{
 			Name: "del", Arity: -2, Flags: []string{"write"},
 			FirstKey: 1, LastKey: -1, KeyStep: 1, ACL: []string{"@keyspace", "@write", "@slow"},
 			Summary: "Deletes one or more keys.", Group: "generic", Since: "1.0.0",
 			Batch: batchEachKey(engine.OpDel), Render: renderSum,
 		},
-		&Limiter{
+		&Cmd{
 			Name: "unlink", Arity: -2, Flags: []string{"write", "fast"},
 			FirstKey: 1, LastKey: -1, KeyStep: 1, ACL: []string{"@keyspace", "@write", "@fast"},
 			Summary: "Deletes one or more keys.", Group: "generic", Since: "4.0.0",
 			Batch: batchEachKey(engine.OpDel), Render: renderSum,
 		},
-		&Limiter{
+		&Cmd{
 			Name: "exists", Arity: -2, Flags: []string{"readonly", "fast"},
 			FirstKey: 1, LastKey: -1, KeyStep: 1, ACL: []string{"@keyspace", "@read", "@fast"},
 			Summary: "Determines whether one or more keys exist.", Group: "generic", Since: "1.0.0",
 			Batch: batchEachKey(engine.OpExists), Render: renderSum,
 		},
-		&Limiter{
+		&Cmd{
 			Name: "pttl", Arity: 2, Flags: []string{"readonly", "fast"},
 			FirstKey: 1, LastKey: 1, KeyStep: 1, ACL: []string{"@keyspace", "@read", "@fast"},
 			Summary: "Returns the milliseconds until the key expires: a limiter key when its state is empty again, a data key at its TTL (-1 without one, -2 if missing).", Group: "generic", Since: "2.6.0",
 			Batch: batchEachKey(engine.OpTTL), Render: renderTTL(msNanos),
 		},
-		&Limiter{
+		&Cmd{
 			Name: "ttl", Arity: 2, Flags: []string{"readonly", "fast"},
 			FirstKey: 1, LastKey: 1, KeyStep: 1, ACL: []string{"@keyspace", "@read", "@fast"},
 			Summary: "Returns the seconds until the key expires: a limiter key when its state is empty again, a data key at its TTL (-1 without one, -2 if missing).", Group: "generic", Since: "1.0.0",
 			Batch: batchEachKey(engine.OpTTL), Render: renderTTL(secNanos),
 		},
-		&Limiter{
+		&Cmd{
 			Name: "type", Arity: 2, Flags: []string{"readonly", "fast"},
 			FirstKey: 1, LastKey: 1, KeyStep: 1, ACL: []string{"@keyspace", "@read", "@fast"},
 			Summary: "Determines the type of a key: rl-gcra, rl-fixed... for limiter state, string, hash or zset for data.", Group: "generic", Since: "1.0.0",
@@ -81,7 +81,7 @@ func batchBucket(build func(key []byte, capacity int64, ratePerSec float64, cost
 	owner := new(byte) // identifies this command's entries in a memo
 	return func(m *Memo, reqs []engine.Request, args [][]byte) ([]engine.Request, string) {
 		if len(args) > 5 {
-			return reqs, errSyntax
+			return reqs, ErrSyntax
 		}
 		cost, costOK := int64(1), true
 		if len(args) == 5 {
@@ -94,21 +94,21 @@ func batchBucket(build func(key []byte, capacity int64, ratePerSec float64, cost
 		} else {
 			capacity, ok := ParseInt(args[2])
 			if !ok {
-				return reqs, errNotInteger
+				return reqs, ErrNotInteger
 			}
 			rate, ok := ParseFloat(args[3])
 			if !ok {
-				return reqs, errNotFloat
+				return reqs, ErrNotFloat
 			}
 			if !costOK {
-				return reqs, errNotInteger
+				return reqs, ErrNotInteger
 			}
 			if math.IsNaN(rate) {
-				return reqs, errNotFloat
+				return reqs, ErrNotFloat
 			}
 			var err error
 			if req, err = build(args[1], capacity, rate, cost); err != nil {
-				return reqs, errorText(err)
+				return reqs, Text(err)
 			}
 			if cost == 1 {
 				m.keep(owner, args[2], args[3], req)

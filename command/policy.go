@@ -1,97 +1,112 @@
 package command
 
 import (
-	"errors"
-	"strconv"
-	"strings"
+	"context"
 
 	"github.com/rlserver/rlserver/kv"
 	"github.com/rlserver/rlserver/policy"
 )
 
-// Named policies: the policy package's errors.
+// Named policies: RL.POLICY's commands and replies.
 
-const (
-	ErrNoPolicies     = "ERR this server keeps no policies"
-	ErrNoPolicyFile   = "ERR no policy file is configured (start rlserver with --policies FILE)"
-	ErrPolicyBadName  = "ERR invalid policy name: 1 to 64 letters, digits, '_', '-' or '.', and not COST"
-	ErrPolicyKind     = "ERR unknown policy kind: use ALLOW, THROTTLE, FIXED, SLIDING, LOG or SHAPE"
-	ErrPolicyArity    = "ERR wrong number of parameters: ALLOW capacity rate | THROTTLE max_burst count_per_period period | FIXED, SLIDING or LOG limit window_ms | SHAPE capacity rate"
-	errPolicyTooMany  = "ERR too many policies (at most 10000)"
-	errPolicyTwice    = "ERR policy defined twice"
-	errPolicyFileRead = "ERR the policy file cannot be read: see the server log"
-)
-
-// policyErrorText maps the policy package's errors to wire text.
-func policyErrorText(err error) (string, bool) {
-	var le *policy.LineError
-	switch {
-	case errors.As(err, &le):
-		inner := PolicyErrorText(le.Err)
-		if len(inner) > 4 && inner[:4] == "ERR " {
-			inner = inner[4:]
-		}
-		return "ERR policy file line " + strconv.Itoa(le.Line) + ": " + inner, true
-	case errors.Is(err, policy.ErrUnknown):
-		return "ERR unknown policy", true
-	case errors.Is(err, policy.ErrBadName):
-		return ErrPolicyBadName, true
-	case errors.Is(err, policy.ErrUnknownKind):
-		return ErrPolicyKind, true
-	case errors.Is(err, policy.ErrArity):
-		return ErrPolicyArity, true
-	case errors.Is(err, policy.ErrNotInteger):
-		return errNotInteger, true
-	case errors.Is(err, policy.ErrNotFloat):
-		return errNotFloat, true
-	case errors.Is(err, policy.ErrTooMany):
-		return errPolicyTooMany, true
-	case errors.Is(err, policy.ErrDuplicate):
-		return errPolicyTwice, true
-	case errors.Is(err, policy.ErrLineTooLong):
-		return "ERR line too long (at most 4096 bytes)", true
-	}
-	return "", false
-}
-
-// PolicyErrorText is Text with the policy errors first: a policy file's
-// *policy.LineError wraps an engine error, and its text must name the
-// line.
-func PolicyErrorText(err error) string {
-	if t, ok := policyErrorText(err); ok {
-		return t
-	}
-	return Text(err)
-}
-
-// PolicyLoadErrorText is RL.POLICY LOAD's reply to a refused file. A file
-// that cannot be read gets a generic text: the OS error names paths, which
-// go to the log only.
-func PolicyLoadErrorText(err error) string {
-	var le *policy.LineError
-	var be BackendError
-	if !errors.As(err, &le) && !errors.Is(err, policy.ErrFileTooLarge) && !errors.As(err, &be) {
-		return errPolicyFileRead
-	}
-	return PolicyErrorText(err)
-}
-
-// PolicyFileError is the text of a refused policy file for the log and the
-// start-up error: RL.POLICY LOAD's reply without "ERR " (so a bad line
-// reads the same to the client and in the log), or the read error.
-func PolicyFileError(err error) string {
-	t := PolicyLoadErrorText(err)
-	if t == errPolicyFileRead {
-		return err.Error()
-	}
-	return strings.TrimPrefix(t, "ERR ")
-}
-
-// WritePolicy writes a policy's definition [name, KIND, params...].
-func WritePolicy(w *kv.Writer, p *policy.Policy) {
+// writePolicy writes a policy's definition [name, KIND, params...].
+func writePolicy(w *kv.Writer, p *policy.Policy) {
 	words := p.Words()
 	w.Array(len(words))
 	for _, s := range words {
 		w.BulkString(s)
+	}
+}
+
+// RL.POLICY and RL.CHECK. LOAD, which reads the server's --policies
+// file, is the edge's (Cmd.Edge).
+func init() {
+	write := []string{"@admin", "@write", "@slow", "@dangerous"}
+	read := []string{"@read", "@slow", "@ratelimit"}
+	policySub := func(name string, arity int, flags, acl []string, summary string, run func(*Call, Policies, [][]byte)) *Cmd {
+		c := &Cmd{Name: "rl.policy|" + name, Arity: arity, Flags: flags, ACL: acl,
+			Summary: summary, Group: "ratelimit", Since: "0.9.0"}
+		if run != nil {
+			c.Run = func(x *Call, args [][]byte) {
+				pb := x.Env.policies()
+				if pb == nil {
+					x.fail(ErrNoPolicies)
+					return
+				}
+				run(x, pb, args)
+			}
+		}
+		return c
+	}
+	register(
+		container("rl.policy", "A container for named rate-limit policies.", "ratelimit",
+			policySub("set", -5, []string{"write", "admin"}, write,
+				"Defines or redefines a policy: RL.POLICY SET name KIND params... (ALLOW capacity rate, THROTTLE max_burst count_per_period period, FIXED|SLIDING|LOG limit window_ms, SHAPE capacity rate).", policySet),
+			policySub("get", 3, []string{"readonly"}, read,
+				"Returns a policy's definition [name, KIND, params...], or null.", policyGet),
+			policySub("del", 3, []string{"write", "admin"}, write,
+				"Deletes a policy. Returns 1 if it existed, else 0.", policyDel),
+			policySub("list", 2, []string{"readonly"}, read,
+				"Returns every policy's definition, sorted by name.", policyList),
+			policySub("load", 2, []string{"write", "admin"}, write,
+				"Replaces the policies with the --policies file's (the file is taken whole or not at all).", nil),
+		),
+		&Cmd{
+			Name: "rl.check", Arity: -3, Flags: []string{"write", "denyoom", "fast", "movablekeys"},
+			FirstKey: 2, LastKey: -1, KeyStep: 2, MovableKeys: CheckKeys,
+			ACL:     []string{"@write", "@fast", "@ratelimit"},
+			Summary: "Checks a request against one or more policies, all-or-nothing: RL.CHECK [COST n] policy key [policy key ...]. Replies [allowed, deciding_tier, [policy, key, allowed, limit, remaining, retry_after_ms, reset_after_ms, delay_ms] per tier].",
+			Group:   "ratelimit", Since: "0.9.0",
+			Tiered: BatchCheck, RenderTiered: RenderCheck,
+		},
+	)
+}
+
+func policySet(x *Call, pb Policies, args [][]byte) {
+	words := make([]string, len(args)-2)
+	for i, a := range args[2:] {
+		words[i] = string(a)
+	}
+	p, err := policy.Parse(words)
+	if err == nil {
+		err = pb.SetPolicy(context.Background(), p)
+	}
+	if err != nil {
+		x.fail(PolicyErrorText(err))
+		return
+	}
+	x.W.OK()
+}
+
+func policyGet(x *Call, pb Policies, args [][]byte) {
+	p, ok := pb.PolicyStore().Get(args[2])
+	if !ok {
+		x.W.Nil()
+		return
+	}
+	writePolicy(&x.W, p)
+}
+
+func policyDel(x *Call, pb Policies, args [][]byte) {
+	if !policy.ValidName(args[2]) {
+		x.W.Int(0) // no such policy can exist: nothing to replicate
+		return
+	}
+	existed, err := pb.DelPolicy(context.Background(), string(args[2]))
+	switch {
+	case err != nil:
+		x.fail(Text(err))
+	case existed:
+		x.W.Int(1)
+	default:
+		x.W.Int(0)
+	}
+}
+
+func policyList(x *Call, pb Policies, _ [][]byte) {
+	ps := pb.PolicyStore().List()
+	x.W.Array(len(ps))
+	for _, p := range ps {
+		writePolicy(&x.W, p)
 	}
 }

@@ -58,7 +58,6 @@ type Scripts struct {
 	backend Backend
 	do      kv.Do    // st.do1, made once: a method value allocates
 	fetch   kv.Fetch // reads keys for an overlay through do
-	known   func(lowerName []byte) bool
 	mu      sync.Mutex
 	running map[*scriptRun]struct{}
 	n       atomic.Int32 // len(running), read without the lock
@@ -71,13 +70,10 @@ type scriptRun struct {
 }
 
 // NewScripts returns an empty script cache whose scripts run on backend,
-// each within memLimit bytes (0: none). known reports whether a command
-// name that is neither a data nor a limiter command is one the server
-// has (a script calling it is told it is not allowed, not unknown). Stop
-// ends its background work.
-func NewScripts(backend Backend, known func(lowerName []byte) bool, memLimit int64) *Scripts {
+// each within memLimit bytes (0: none). Stop ends its background work.
+func NewScripts(backend Backend, memLimit int64) *Scripts {
 	ctx, stop := context.WithCancel(context.Background())
-	st := &Scripts{ctx: ctx, stop: stop, cache: script.New(), backend: backend, known: known,
+	st := &Scripts{ctx: ctx, stop: stop, cache: script.New(), backend: backend,
 		running: map[*scriptRun]struct{}{}}
 	st.do = st.do1
 	st.fetch = kv.FetchWith(st.do)
@@ -147,11 +143,11 @@ func (st *Scripts) scriptKeys(args [][]byte, bySHA bool) ([][]byte, string) {
 	n, ok := values.ParseInt(args[2]) // canonical, as Redis's string2ll: "01" is not a number
 	switch {
 	case !ok:
-		return nil, errNotInteger
+		return nil, ErrNotInteger
 	case n < 0:
-		return nil, "ERR Number of keys can't be negative"
+		return nil, errNumKeysNegative
 	case n > int64(len(args)-3):
-		return nil, "ERR Number of keys can't be greater than number of args"
+		return nil, errNumKeysTooMany
 	case bySHA && !st.cache.Exists(strings.ToLower(string(args[1]))):
 		return nil, script.ErrNoScript
 	}
@@ -184,12 +180,12 @@ func (st *Scripts) onOverlay(keys [][]byte, watches []kv.Watch, resp3 bool, prog
 		}
 		out, isErr := program(ov, nil)
 		if st.ctx.Err() != nil {
-			return failed("ERR the server is shutting down: the script was stopped and none of its writes applied")
+			return failed(errScriptStopped)
 		}
 		if ferr := ov.Err(); ferr != nil {
 			// The backend's own text: CLUSTERDOWN, TRYAGAIN, UNKNOWN...
 			// tell the client whether the program can have run.
-			return failed(errorText(ferr))
+			return failed(Text(ferr))
 		}
 		if ov.Wrote() || !ov.Consistent() {
 			if err := ov.Effects(false).Apply(st.do); err != nil {
@@ -201,7 +197,7 @@ func (st *Scripts) onOverlay(keys [][]byte, watches []kv.Watch, resp3 bool, prog
 		}
 		return Outcome{Reply: out, Failed: isErr}
 	}
-	return failed("BUSY the script's keys kept changing while it ran; try again")
+	return failed(errScriptKeysChanged)
 }
 
 // effectsError is the reply to effects that did not apply: a refused
@@ -212,7 +208,7 @@ func effectsError(err error) string {
 	if errors.As(err, &refused) {
 		return refused.Text
 	}
-	return errorText(err)
+	return Text(err)
 }
 
 // runScript runs one EVAL-family command (args, checked by scriptKeys) on
@@ -356,3 +352,66 @@ func (st *Scripts) Kill() string {
 	}
 	return ""
 }
+
+func init() {
+	eval := func(name, since, summary string, bySHA, ro bool) *Cmd {
+		flags := []string{"noscript", "stale", "skip_monitor", "may_replicate", "no_mandatory_keys", "movablekeys"}
+		if ro {
+			flags = []string{"readonly", "noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"}
+		}
+		return &Cmd{Name: name, Arity: -3, Flags: flags, ACL: []string{"@slow", "@scripting"},
+			Summary: summary, Group: "scripting", Since: since, MovableKeys: EvalKeys,
+			Run: func(x *Call, args [][]byte) {
+				x.write(x.Env.Scripts().Eval(args, bySHA, ro, x.run()))
+			}}
+	}
+	scriptSub := func(name string, arity int, flags []string, summary string, run Handler) *Cmd {
+		sc := sub("script", name, arity, flags, summary, run)
+		sc.ACL, sc.Group, sc.Since = []string{"@slow", "@scripting"}, "scripting", "2.6.0"
+		return sc
+	}
+	register(
+		eval("eval", "2.6.0", "Executes a server-side Lua script.", false, false),
+		eval("evalsha", "2.6.0", "Executes a server-side Lua script by SHA1 digest.", true, false),
+		eval("eval_ro", "7.0.0", "Executes a read-only server-side Lua script.", false, true),
+		eval("evalsha_ro", "7.0.0", "Executes a read-only server-side Lua script by SHA1 digest.", true, true),
+		container("script", "A container for Lua scripts management commands.", "scripting",
+			scriptSub("load", 3, []string{"noscript", "stale"}, "Loads a server-side Lua script to the script cache.", scriptLoad),
+			scriptSub("exists", -3, []string{"noscript"}, "Determines whether server-side Lua scripts exist in the script cache.", scriptExists),
+			scriptSub("flush", -2, []string{"noscript"}, "Removes all server-side Lua scripts from the script cache.", scriptFlush),
+			scriptSub("kill", 2, []string{"noscript", "allow_busy"}, "Terminates a server-side Lua script during execution.", scriptKill),
+		),
+	)
+}
+
+func scriptLoad(x *Call, args [][]byte) {
+	sha, text := x.Env.Scripts().Load(args[2])
+	if text != "" {
+		x.fail(text)
+		return
+	}
+	x.W.BulkString(sha)
+}
+
+func scriptExists(x *Call, args [][]byte) {
+	st := x.Env.Scripts()
+	x.W.Array(len(args) - 2)
+	for _, a := range args[2:] {
+		if st.Exists(a) {
+			x.W.Int(1)
+		} else {
+			x.W.Int(0)
+		}
+	}
+}
+
+func scriptFlush(x *Call, args [][]byte) {
+	if len(args) > 3 || (len(args) == 3 && !EqualFold(args[2], "async") && !EqualFold(args[2], "sync")) {
+		x.fail(errScriptFlushOption)
+		return
+	}
+	x.Env.Scripts().Flush()
+	x.W.OK()
+}
+
+func scriptKill(x *Call, _ [][]byte) { x.okOr(x.Env.Scripts().Kill()) }

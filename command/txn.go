@@ -22,13 +22,10 @@ import (
 // in EXEC's is +OK.
 type Queued struct {
 	Spec    *kv.Spec // a data command
-	Limiter *Limiter // a limiter command
+	Limiter *Cmd     // a limiter command
 	Script  bool     // an EVAL-family command
 	Args    [][]byte
 }
-
-// ErrCrossSlot is Redis Cluster's refusal of keys in several slots.
-const ErrCrossSlot = "CROSSSLOT Keys in request don't hash to the same slot"
 
 // Txn is one connection's transaction: MULTI's queue and WATCH's keys.
 // Its zero value is not ready: Init it.
@@ -84,7 +81,7 @@ func (t *Txn) Begin() {
 // Multi is MULTI: the error text when one is open already.
 func (t *Txn) Multi() string {
 	if t.On {
-		return "ERR MULTI calls can not be nested"
+		return errMultiNested
 	}
 	t.Begin()
 	return ""
@@ -93,7 +90,7 @@ func (t *Txn) Multi() string {
 // Discard is DISCARD: the error text when none is open.
 func (t *Txn) Discard() string {
 	if !t.On {
-		return "ERR DISCARD without MULTI"
+		return errDiscardNoMulti
 	}
 	t.Reset()
 	return ""
@@ -109,11 +106,11 @@ func (t *Txn) Unwatch() {
 // the error text.
 func (t *Txn) Watch(do kv.Do, keys [][]byte) string {
 	if t.On {
-		return "ERR WATCH inside MULTI is not allowed"
+		return errWatchInMulti
 	}
 	ds, err := kv.ReadDigests(do, keys)
 	if err != nil {
-		return errorText(err)
+		return Text(err)
 	}
 	for i, k := range keys {
 		t.Watches = append(t.Watches, kv.Watch{Key: append([]byte(nil), k...), Digest: ds[i]})
@@ -181,7 +178,7 @@ func (t *Txn) Request(resp3 bool) engine.Request {
 // scripts is called only then.
 func (t *Txn) Exec(do kv.Do, scripts func() *Scripts, o Run) Outcome {
 	if !t.On {
-		return failed("ERR EXEC without MULTI")
+		return failed(errExecNoMulti)
 	}
 	defer t.Reset()
 	if t.Dirty {
@@ -214,7 +211,7 @@ func Queue(args [][]byte) (Queued, string) {
 	case q.Script:
 	default:
 		if q.Limiter = lookupLimiter(lower); q.Limiter == nil {
-			return Queued{}, "ERR Command not allowed inside a transaction: " + string(args[0]) + " is not a data, limiter or script command"
+			return Queued{}, notInTransaction(args[0])
 		}
 	}
 	n := 0
@@ -285,13 +282,13 @@ func Exec(do kv.Do, queued []Queued, watches []kv.Watch, resp3 bool) Outcome {
 		err = res.Err
 	}
 	if err != nil {
-		return failed(errorText(err))
+		return failed(Text(err))
 	}
 	reply := res.Reply
 	if n < len(queued) {
 		var ok bool
 		if reply, ok = withUnwatches(reply, queued, n); !ok {
-			return failed("ERR unexpected reply to EXEC")
+			return failed(errExecReply)
 		}
 	}
 	return Outcome{Reply: []byte(reply)}
@@ -414,3 +411,35 @@ func (st *Scripts) queuedScript(ov *kv.Overlay, run *scriptRun, args [][]byte, o
 	out, _ = st.runScript(ov, run, args, bySHA, ro, o, out)
 	return out
 }
+
+// MULTI and a good EXEC join the pipeline's batch at the edge (Txn.Begin,
+// Txn.Request); these answer the rest: nesting, EXEC without MULTI, an
+// aborted transaction, one that holds scripts or limiter commands.
+func init() {
+	txn := func(name string, arity int, flags []string, acl string, summary, since string, run Handler) *Cmd {
+		return &Cmd{Name: name, Arity: arity, Flags: flags, ACL: []string{acl, "@transaction"},
+			Summary: summary, Group: "transactions", Since: since, Run: run}
+	}
+	fast := []string{"noscript", "loading", "stale", "fast", "allow_busy"}
+	watch := txn("watch", -2, fast, "@fast", "Monitors changes to keys to determine the execution of a transaction.", "2.2.0",
+		func(x *Call, args [][]byte) { x.okOr(x.Txn.Watch(x.Env.do1, args[1:])) })
+	watch.FirstKey, watch.LastKey, watch.KeyStep = 1, -1, 1
+	register(
+		txn("multi", 1, fast, "@fast", "Starts a transaction.", "1.2.0",
+			func(x *Call, _ [][]byte) { x.okOr(x.Txn.Multi()) }),
+		txn("exec", 1, []string{"noscript", "loading", "stale", "skip_slowlog"}, "@slow", "Executes all commands in a transaction.", "1.2.0",
+			func(x *Call, _ [][]byte) { x.write(x.Txn.Exec(x.Env.do1, x.Env.Scripts, x.run())) }),
+		txn("discard", 1, fast, "@fast", "Discards a transaction.", "2.0.0",
+			func(x *Call, _ [][]byte) { x.okOr(x.Txn.Discard()) }),
+		watch,
+		txn("unwatch", 1, fast, "@fast", "Forgets about watched keys of a transaction.", "2.2.0",
+			func(x *Call, _ [][]byte) { x.Txn.Unwatch(); x.W.OK() }),
+	)
+}
+
+// notQueued are the commands that run at once inside MULTI.
+var notQueued = map[string]bool{"multi": true, "exec": true, "discard": true, "watch": true, "quit": true, "reset": true}
+
+// Queues reports whether the command is queued inside MULTI (Txn.Queue
+// then says whether it may be) rather than run at once.
+func (c *Cmd) Queues() bool { return !notQueued[c.Name] }

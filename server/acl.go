@@ -5,11 +5,12 @@ import (
 	"strings"
 
 	"github.com/rlserver/rlserver/acl"
+	"github.com/rlserver/rlserver/command"
 )
 
 // ACL users (package acl) compiled against the command table: each user's
-// command rules become a bitmap indexed by command id (table.go assigns
-// one to every command and subcommand at registration), so the check on
+// command rules become a bitmap indexed by command ID (command.Cmd.ID, one
+// for every command and subcommand of the table), so the check on
 // every command is one load and one AND, with no allocation.
 //
 // A container command (CONFIG, CLIENT, RL.CLUSTER, ...) is checked on the
@@ -24,7 +25,7 @@ import (
 // ParseACL reads an ACL file (acl.Parse) whose command rules name this
 // server's commands.
 func ParseACL(src []byte, requirePass string) (*acl.ACL, error) {
-	return acl.Parse(src, requirePass, func(name string) bool { return commandByName(name) != nil })
+	return acl.Parse(src, requirePass, func(name string) bool { return command.ByName(name) != nil })
 }
 
 // users is an ACL with every user's rules compiled.
@@ -50,7 +51,8 @@ func compileACL(a *acl.ACL) *users {
 
 // compileUser applies u's command rules, in order, to the command table.
 func compileUser(u *acl.User) *aclUser {
-	cu := &aclUser{User: u, allowed: make([]uint64, (len(byID)+63)/64)}
+	all := command.All()
+	cu := &aclUser{User: u, allowed: make([]uint64, (len(all)+63)/64)}
 	for _, r := range u.Rules() {
 		switch cat, isCat := strings.CutPrefix(r.Target, "@"); {
 		case cat == "all" && isCat:
@@ -62,18 +64,18 @@ func compileUser(u *acl.User) *aclUser {
 				cu.allowed[i] = fill
 			}
 		case isCat:
-			for _, c := range byID {
-				if slices.Contains(c.acl, r.Target) {
+			for _, c := range all {
+				if slices.Contains(c.ACL, r.Target) {
 					cu.set(c, r.Allow)
 				}
 			}
 		default:
-			c := commandByName(r.Target)
+			c := command.ByName(r.Target)
 			if c == nil {
 				continue // not a command of this table: allows nothing
 			}
 			cu.set(c, r.Allow)
-			for _, sc := range c.subcommands {
+			for _, sc := range c.Subcommands {
 				cu.set(sc, r.Allow)
 			}
 		}
@@ -81,35 +83,25 @@ func compileUser(u *acl.User) *aclUser {
 	return cu
 }
 
-// commandByName finds a command or, as container|sub, a subcommand.
-func commandByName(name string) *entry {
-	parent, sub, isSub := strings.Cut(name, "|")
-	c := commands[parent]
-	if c == nil || !isSub {
-		return c
-	}
-	return c.lookupSub([]byte(sub))
-}
-
-func (u *aclUser) set(c *entry, allow bool) {
+func (u *aclUser) set(c *command.Cmd, allow bool) {
 	if allow {
-		u.allowed[c.id>>6] |= 1 << (c.id & 63)
+		u.allowed[c.ID>>6] |= 1 << (c.ID & 63)
 	} else {
-		u.allowed[c.id>>6] &^= 1 << (c.id & 63)
+		u.allowed[c.ID>>6] &^= 1 << (c.ID & 63)
 	}
 }
 
 // may reports whether u may run c. This is the per-command check.
-func (u *aclUser) may(c *entry) bool {
-	return u.allowed[c.id>>6]&(1<<(c.id&63)) != 0
+func (u *aclUser) may(c *command.Cmd) bool {
+	return u.allowed[c.ID>>6]&(1<<(c.ID&63)) != 0
 }
 
 // mayKeys reports whether every key of cmd in args matches one of u's
 // patterns that grants the access cmd needs.
-func (u *aclUser) mayKeys(cmd *entry, args [][]byte) bool {
-	first, last, step := cmd.keyRange(args)
+func (u *aclUser) mayKeys(cmd *command.Cmd, args [][]byte) bool {
+	first, last, step := cmd.Keys(args)
 	for i := first; i <= last && i < len(args); i += step {
-		if !u.MayKey(cmd.keyPerm, args[i]) {
+		if !u.MayKey(cmd.KeyPerm, args[i]) {
 			return false
 		}
 	}
@@ -128,11 +120,11 @@ func (us *users) defaultUser() *aclUser { return us.users["default"] }
 
 // checkACL is process's permission check for an authenticated user: ""
 // when u may run cmd with these keys, else the error reply (counted).
-func (s *Server) checkACL(c *client, u *aclUser, cmd *entry, args [][]byte) string {
+func (s *Server) checkACL(c *client, u *aclUser, cmd *command.Cmd, args [][]byte) string {
 	checked := cmd
-	if cmd.subcommands != nil && len(args) > 1 {
+	if cmd.Subcommands != nil && len(args) > 1 {
 		c.lower = appendLower(c.lower[:0], args[1])
-		sc := cmd.lookupSub(c.lower)
+		sc := cmd.Sub(c.lower)
 		switch {
 		case sc != nil:
 			checked = sc
@@ -144,62 +136,17 @@ func (s *Server) checkACL(c *client, u *aclUser, cmd *entry, args [][]byte) stri
 	}
 	if !u.may(checked) {
 		s.Stats.ACLDeniedCmd.Add(1)
-		return noPerm(u, checked)
+		return command.NoPerm(u.Name(), checked.Name)
 	}
-	if !u.AllKeys() && cmd.firstKey > 0 && !u.mayKeys(cmd, args) {
+	if !u.AllKeys() && cmd.FirstKey > 0 && !u.mayKeys(cmd, args) {
 		s.Stats.ACLDeniedKey.Add(1)
-		return errNoPermKey
+		return command.ErrNoPermKey
 	}
 	return ""
 }
 
-// ACL
-
-func init() {
-	register(container("acl", "A container for Access List Control commands.", "server",
-		&entry{name: "acl|cat", arity: -2, flags: []string{"noscript", "loading", "stale"}, acl: []string{"@slow"},
-			summary: "Lists the ACL categories, or the commands inside a category.", group: "server", since: "6.0.0", handler: cmdACLCat},
-		&entry{name: "acl|whoami", arity: 2, flags: []string{"noscript", "loading", "stale"}, acl: []string{"@slow"},
-			summary: "Returns the authenticated username of the current connection.", group: "server", since: "6.0.0", handler: cmdACLWhoami},
-		&entry{name: "acl|list", arity: 2, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"},
-			summary: "Dumps the effective rules in ACL file format.", group: "server", since: "6.0.0", handler: cmdACLList},
-		&entry{name: "acl|users", arity: 2, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"},
-			summary: "Lists all ACL users.", group: "server", since: "6.0.0", handler: cmdACLUsers},
-	))
-}
-
-func cmdACLCat(_ *Server, c *client, args [][]byte) outcome {
-	if len(args) > 3 {
-		c.rep.error(wrongArity("acl|cat"))
-		return cmdOK
-	}
-	if len(args) == 2 {
-		cats := acl.Categories()
-		c.rep.conn.WriteArray(len(cats))
-		for _, cat := range cats {
-			c.rep.conn.WriteBulkString(cat)
-		}
-		return cmdOK
-	}
-	cat := strings.TrimPrefix(strings.ToLower(string(args[2])), "@")
-	if !acl.IsCategory(cat) {
-		c.rep.error(unknownCategory(args[2]))
-		return cmdOK
-	}
-	var names []string
-	for _, cmd := range byID {
-		// A container's own bit gates only HELP: list its subcommands.
-		if cmd.subcommands == nil && slices.Contains(cmd.acl, "@"+cat) {
-			names = append(names, cmd.name)
-		}
-	}
-	slices.Sort(names)
-	c.rep.conn.WriteArray(len(names))
-	for _, n := range names {
-		c.rep.conn.WriteBulkString(n)
-	}
-	return cmdOK
-}
+// ACL WHOAMI, LIST and USERS: the connection's user and the server's
+// (ACL CAT, which reads only the table, is command's).
 
 func cmdACLWhoami(_ *Server, c *client, _ [][]byte) outcome {
 	c.rep.conn.WriteBulkString(c.user.Name())

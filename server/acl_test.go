@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/rlserver/rlserver/acl"
+	"github.com/rlserver/rlserver/command"
 )
 
 func sha(s string) string {
@@ -25,35 +26,6 @@ func aclList(a *acl.ACL) []string {
 		out = append(out, a.User(n).Describe())
 	}
 	return out
-}
-
-func TestACLCategoriesAreKnown(t *testing.T) {
-	for _, c := range byID {
-		for _, cat := range c.acl {
-			if !strings.HasPrefix(cat, "@") || !acl.IsCategory(cat[1:]) {
-				t.Errorf("%s: category %q is not an acl category", c.name, cat)
-			}
-		}
-		if byID[c.id] != c {
-			t.Errorf("%s: id %d names %s", c.name, c.id, byID[c.id].name)
-		}
-	}
-}
-
-// TestAdminCommandsAreDangerous pins the categories an application user's
-// -@dangerous relies on.
-func TestAdminCommandsAreDangerous(t *testing.T) {
-	for _, name := range []string{"flushall", "flushdb", "shutdown", "config|get", "save", "bgsave",
-		"rl.cluster|join", "rl.cluster|remove", "client|list", "acl|list", "acl|users", "info", "role"} {
-		c := commandByName(name)
-		if c == nil {
-			t.Errorf("%s: no such command", name)
-			continue
-		}
-		if !slices.Contains(c.acl, "@dangerous") {
-			t.Errorf("%s: categories %v lack @dangerous", name, c.acl)
-		}
-	}
 }
 
 const appACL = `
@@ -254,7 +226,7 @@ func BenchmarkACLCheck(b *testing.B) {
 		b.Fatal(err)
 	}
 	s := New(Config{ACL: a}, nil)
-	cmd := commands["rl.allow"]
+	cmd := command.ByName("rl.allow")
 	args := [][]byte{[]byte("RL.ALLOW"), []byte("tenant1:user:12345"), []byte("100"), []byte("10")}
 	c := &client{}
 	for _, name := range []string{"ops", "app", "tenant"} {

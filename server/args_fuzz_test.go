@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/policy"
 	"github.com/rlserver/rlserver/resp"
@@ -101,8 +102,10 @@ func argsFuzzSetup() {
 		cfg.Policies = backend
 		argsFuzzServers = append(argsFuzzServers, New(cfg, backend))
 	}
-	for name := range commands {
-		argsFuzzNames = append(argsFuzzNames, name)
+	for _, c := range command.All() {
+		if c.Parent == nil {
+			argsFuzzNames = append(argsFuzzNames, c.Name)
+		}
 	}
 	slices.Sort(argsFuzzNames)
 }
@@ -150,11 +153,11 @@ func argsFuzzDecode(b []byte) [][][]byte {
 	}
 	var cmds [][][]byte
 	for len(b) > 0 && len(cmds) < 16 {
-		var cmd *entry
+		var cmd *command.Cmd
 		var args [][]byte
 		if i := int(next()); i < len(argsFuzzNames) {
-			cmd = commands[argsFuzzNames[i]]
-			name := cmd.name
+			cmd = command.ByName(argsFuzzNames[i])
+			name := cmd.Name
 			if i%2 == 1 {
 				name = strings.ToUpper(name)
 			}
@@ -163,10 +166,10 @@ func argsFuzzDecode(b []byte) [][][]byte {
 			args = append(args, arg())
 		}
 		for j := range int(next() % 8) {
-			if j == 0 && cmd != nil && len(cmd.subcommands) > 0 {
-				if k := int(next()); k < 2*len(cmd.subcommands) {
-					sc := cmd.subcommands[k%len(cmd.subcommands)]
-					args = append(args, []byte(sc.name[len(cmd.name)+1:]))
+			if j == 0 && cmd != nil && len(cmd.Subcommands) > 0 {
+				if k := int(next()); k < 2*len(cmd.Subcommands) {
+					sc := cmd.Subcommands[k%len(cmd.Subcommands)]
+					args = append(args, []byte(sc.Name[len(cmd.Name)+1:]))
 					continue
 				}
 			}
@@ -339,8 +342,8 @@ func argsFuzzSeeds() [][]byte {
 	cmd := func(name string, args ...string) []byte {
 		b := []byte{idx(name), byte(len(args))}
 		for i, a := range args {
-			if c := commands[name]; i == 0 && len(c.subcommands) > 0 {
-				k := slices.IndexFunc(c.subcommands, func(sc *entry) bool { return sc.name == name+"|"+a })
+			if c := command.ByName(name); i == 0 && len(c.Subcommands) > 0 {
+				k := slices.IndexFunc(c.Subcommands, func(sc *command.Cmd) bool { return sc.Name == name+"|"+a })
 				if k < 0 {
 					k = 0xff // not a subcommand: a raw argument follows
 				}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"unsafe"
 
 	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/engine"
@@ -20,13 +21,13 @@ func (s *Server) reply(c *client, errText string) {
 
 // batchTiered adds a tiered command's requests and policy names to the
 // pending batch.
-func (s *Server) batchTiered(c *client, cmd *entry, args [][]byte) {
+func (s *Server) batchTiered(c *client, cmd *command.Cmd, args [][]byte) {
 	first := len(c.reqs)
 	for len(c.names) < first {
 		c.names = append(c.names, nil)
 	}
 	var errText string
-	c.reqs, c.names, errText = cmd.tiered(c.reqs, c.names, args)
+	c.reqs, c.names, errText = cmd.Tiered(c.reqs, c.names, args)
 	if errText != "" {
 		c.reqs = c.reqs[:first]
 		c.names = c.names[:first]
@@ -52,7 +53,7 @@ func (s *Server) flushBatch(c *client) {
 	for _, p := range c.pending {
 		var t *connTally
 		if p.cmd != nil {
-			t = c.st.at(p.cmd.id)
+			t = c.st.at(p.cmd.ID)
 			t.calls++
 		}
 		switch {
@@ -62,8 +63,8 @@ func (s *Server) flushBatch(c *client) {
 		case p.errText != "":
 			c.rep.error(p.errText)
 		case batchErr != nil:
-			c.rep.error(engineErrorText(batchErr))
-		case p.cmd.renderTiered != nil:
+			c.rep.error(command.Text(batchErr))
+		case p.cmd.RenderTiered != nil:
 			a, d := s.renderTieredReply(c, p, t)
 			allowed += a
 			denied += d
@@ -71,10 +72,18 @@ func (s *Server) flushBatch(c *client) {
 		default:
 			res := c.res[p.first : p.first+p.n]
 			if err := command.FirstErr(res); err != nil {
-				c.rep.error(engineErrorText(err))
+				c.rep.error(command.Text(err))
 				break
 			}
-			a, d := p.cmd.render(&c.rep, res)
+			if p.cmd.Data {
+				renderData(&c.rep, res[0].Reply)
+				continue
+			}
+			// Rendered into the replier's writer, a field: the call
+			// through a function value then allocates nothing.
+			c.rep.kw.B = c.rep.kw.B[:0]
+			a, d := p.cmd.Render(&c.rep.kw, res)
+			c.rep.conn.WriteRaw(c.rep.kw.B)
 			allowed += a
 			denied += d
 			t.allowed += a
@@ -96,7 +105,7 @@ func (s *Server) flushBatch(c *client) {
 	}
 	if last := c.pending[len(c.pending)-1].cmd; last != nil {
 		c.mu.Lock()
-		c.lastCmd = last.name
+		c.lastCmd = last.Name
 		c.mu.Unlock()
 	}
 	clear(c.reqs) // drop references to the connection's buffers
@@ -133,18 +142,40 @@ func (s *Server) doBatch(ctx context.Context, c *client) error {
 var noPolicies = policy.NewStore()
 
 // renderTieredReply writes a tiered command's reply from its part of the
-// batch and counts it.
+// batch and counts it, and its decisions per policy in the backend's
+// store.
 func (s *Server) renderTieredReply(c *client, p pendingReply, t *connTally) (allowed, denied int64) {
+	var store *policy.Store
+	if pb := s.policies(); pb != nil {
+		store = pb.PolicyStore()
+	}
+	r := &c.rep
+	r.kw.B = r.kw.B[:0]
 	names := c.names[p.first : p.first+p.n]
-	a, d, deniedKey, failed := p.cmd.renderTiered(s, &c.rep, c.reqs[p.first:p.first+p.n], names, c.res[p.first:p.first+p.n])
-	if failed {
+	a, d, deniedKey, errText := p.cmd.RenderTiered(&r.kw, c.reqs[p.first:p.first+p.n], names, c.res[p.first:p.first+p.n], store)
+	if errText != "" {
+		r.error(errText)
 		t.failed++
 		return 0, 0
 	}
+	r.conn.WriteRaw(r.kw.B)
 	t.allowed += a
 	t.denied += d
 	if deniedKey != nil {
 		c.st.deny(deniedKey)
 	}
 	return a, d
+}
+
+// renderData writes a data command's reply as the engine made it,
+// counting it when it is an error.
+func renderData(r *replier, reply string) {
+	if text, failed := command.DataError(reply); failed {
+		r.errors++
+		if r.errs != nil {
+			r.errs.add(text)
+		}
+	}
+	// WriteRaw copies the bytes and never writes to them.
+	r.conn.WriteRaw(unsafe.Slice(unsafe.StringData(reply), len(reply)))
 }

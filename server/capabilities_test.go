@@ -55,7 +55,7 @@ func (capableBackend) StartRebalance() bool { return true }
 func TestCapabilitiesAreDeclared(t *testing.T) {
 	b := capableBackend{newSlotBackend(t, threeNodes())}
 	all := Config{Policies: b, Persistence: b, WriteStopper: b, Cluster: b, RaftSnapshots: b, Router: b, GroupAdder: b, SlotMover: b}
-	notSharded := "-" + ErrTextNotSharded
+	notSharded := "-" + command.ErrTextNotSharded
 	for _, tc := range []struct {
 		name string
 		cfg  Config
@@ -64,22 +64,22 @@ func TestCapabilitiesAreDeclared(t *testing.T) {
 	}{
 		{"none declared", Config{}, map[string]string{
 			"RL.POLICY LIST":      "-" + command.ErrNoPolicies,
-			"SAVE":                "-" + errNoPersistence,
-			"LASTSAVE":            "-" + errNoPersistence,
-			"RL.CLUSTER DIGEST":   "-" + ErrTextNoCluster,
-			"RL.CLUSTER ADDGROUP": "-" + ErrTextNoCluster,
-			"CLUSTER MYID":        "-" + ErrTextNoCluster,
+			"SAVE":                "-" + command.ErrNoPersistence,
+			"LASTSAVE":            "-" + command.ErrNoPersistence,
+			"RL.CLUSTER DIGEST":   "-" + command.ErrTextNoCluster,
+			"RL.CLUSTER ADDGROUP": "-" + command.ErrTextNoCluster,
+			"CLUSTER MYID":        "-" + command.ErrTextNoCluster,
 			"ROLE":                "[master :0 []]",
 		}, map[string]bool{"rl_snapshots:0": true, "rl_raft_snapshots_taken": false, "rl_stop_writes_on_bgsave_error": false}},
 		{"cluster only", Config{Cluster: b}, map[string]string{
 			"RL.POLICY LIST":         "-" + command.ErrNoPolicies,
-			"SAVE":                   "-" + errNoPersistence,
+			"SAVE":                   "-" + command.ErrNoPersistence,
 			"RL.CLUSTER DIGEST":      "[:7 d]",
 			"RL.CLUSTER ADDGROUP":    notSharded,
 			"RL.CLUSTER MOVE 0 10 2": notSharded,
 			"RL.CLUSTER REBALANCE":   notSharded,
 			"RL.CLUSTER GROUPS":      notSharded,
-			"CLUSTER MYID":           "-" + ErrTextNoCluster,
+			"CLUSTER MYID":           "-" + command.ErrTextNoCluster,
 			"ROLE":                   "[master :0 []]",
 		}, map[string]bool{"rl_snapshots:0": true, "rl_raft_snapshots_taken": false}},
 		{"all declared", all, map[string]string{

@@ -24,20 +24,21 @@ type client struct {
 	laddr      string
 	created    time.Time
 	rep        replier
-	user       *aclUser // nil until authenticated (set with Server.setUser)
-	lower      []byte   // scratch for the lower-cased command name
-	lastLookup *entry   // the command last looked up by name
+	user       *aclUser     // nil until authenticated (set with Server.setUser)
+	lower      []byte       // scratch for the lower-cased command name
+	lastLookup *command.Cmd // the command last looked up by name
 
 	// The pending batch: engine requests gathered from a pipeline, and the
 	// commands whose replies wait for them, in arrival order.
 	reqs    []engine.Request
-	names   [][]byte // policy names of tiered requests, aligned with reqs (policy_cmd.go); may be shorter
+	names   [][]byte // policy names of tiered requests, aligned with reqs (policies.go); may be shorter
 	res     []engine.Result
 	pending []pendingReply
 	st      connStats    // the pipeline's command tally (stats.go)
-	sub     *entry       // the subcommand a container just ran, for the tally
-	memo    command.Memo // the last limit arguments and what they built (limiter.go)
-	txn     command.Txn  // MULTI ... EXEC and WATCH (txn_cmd.go)
+	sub     *command.Cmd // the subcommand a container just ran, for the tally
+	memo    command.Memo // the last limit arguments and what they built
+	txn     command.Txn  // MULTI ... EXEC and WATCH
+	call    command.Call // a command answered by command: its reply (table.go)
 
 	// CLIENT REPLY (cmdClientReply): replies are dropped while replyOff,
 	// or for the one command after CLIENT REPLY SKIP (replySkipNext, then
@@ -68,16 +69,17 @@ type client struct {
 // pendingReply is a command of the pending batch: its requests are
 // reqs[first:first+n]; errText, when set, is its reply instead.
 type pendingReply struct {
-	cmd     *entry
+	cmd     *command.Cmd
 	first   int
 	n       int
 	errText string
 	status  string // a simple string reply instead (MULTI's OK, QUEUED)
 }
 
-func newClient(id int64, conn *conn) *client {
+func newClient(id int64, conn *conn, env *command.Env) *client {
 	c := &client{id: id, addr: conn.RemoteAddr(), created: time.Now(), resp: 2, userName: "default", fd: -1}
 	c.txn.Init()
+	c.call.Env, c.call.Txn = env, &c.txn
 	if nc := conn.NetConn(); nc != nil {
 		c.laddr = nc.LocalAddr().String()
 		c.fd = socketFD(nc)
@@ -221,21 +223,21 @@ func clientTypeMatches(name []byte) (match, ok bool) {
 func cmdClientList(s *Server, c *client, args [][]byte) outcome {
 	var list []*client
 	switch {
-	case len(args) == 4 && equalFold(args[2], "type"):
+	case len(args) == 4 && command.EqualFold(args[2], "type"):
 		match, ok := clientTypeMatches(args[3])
 		if !ok {
-			c.rep.error(unknownClientType(args[3]))
+			c.rep.error(command.UnknownClientType(args[3]))
 			return cmdOK
 		}
 		if match {
 			list = s.clientList()
 		}
-	case len(args) > 3 && equalFold(args[2], "id"):
+	case len(args) > 3 && command.EqualFold(args[2], "id"):
 		ids := make([]int64, 0, len(args)-3)
 		for _, a := range args[3:] {
-			id, ok := parseInt(a)
+			id, ok := command.ParseInt(a)
 			if !ok {
-				c.rep.error(errInvalidClientID)
+				c.rep.error(command.ErrInvalidClientID)
 				return cmdOK
 			}
 			ids = append(ids, id)
@@ -248,7 +250,7 @@ func cmdClientList(s *Server, c *client, args [][]byte) outcome {
 		}
 		s.mu.Unlock()
 	case len(args) != 2:
-		c.rep.error(errSyntax)
+		c.rep.error(command.ErrSyntax)
 		return cmdOK
 	default:
 		list = s.clientList()
@@ -279,11 +281,6 @@ func (s *Server) clientList() []*client {
 	return list
 }
 
-func clientKillCommand() *entry {
-	return admin(sub("client", "kill", -3, []string{"admin", "noscript", "loading", "stale"},
-		"Terminates open connections.", cmdClientKill))
-}
-
 // cmdClientKill: CLIENT KILL addr:port (the old form: +OK, or an error
 // when no client has that address; it may name the caller), or CLIENT
 // KILL with filters ID, ADDR, LADDR, TYPE, USER, SKIPME yes|no and MAXAGE
@@ -303,58 +300,58 @@ func cmdClientKill(s *Server, c *client, args [][]byte) outcome {
 	} else {
 		for i := 2; i < len(args); i += 2 {
 			if i+1 >= len(args) {
-				c.rep.error(errSyntax)
+				c.rep.error(command.ErrSyntax)
 				return cmdOK
 			}
 			v := args[i+1]
 			switch {
-			case equalFold(args[i], "id"):
-				n, ok := parseInt(v)
+			case command.EqualFold(args[i], "id"):
+				n, ok := command.ParseInt(v)
 				if !ok || n < 1 {
-					c.rep.error(errClientIDPositive)
+					c.rep.error(command.ErrClientIDPositive)
 					return cmdOK
 				}
 				id = n
-			case equalFold(args[i], "maxage"):
-				n, ok := parseInt(v)
+			case command.EqualFold(args[i], "maxage"):
+				n, ok := command.ParseInt(v)
 				if !ok {
-					c.rep.error(errMaxAgeNotInteger)
+					c.rep.error(command.ErrMaxAgeNotInteger)
 					return cmdOK
 				}
 				if n <= 0 {
-					c.rep.error(errMaxAgePositive)
+					c.rep.error(command.ErrMaxAgePositive)
 					return cmdOK
 				}
 				maxAge = n
-			case equalFold(args[i], "type"):
+			case command.EqualFold(args[i], "type"):
 				match, ok := clientTypeMatches(v)
 				if !ok {
-					c.rep.error(unknownClientType(v))
+					c.rep.error(command.UnknownClientType(v))
 					return cmdOK
 				}
 				typeOK = match
-			case equalFold(args[i], "addr"):
+			case command.EqualFold(args[i], "addr"):
 				addr = v
-			case equalFold(args[i], "laddr"):
+			case command.EqualFold(args[i], "laddr"):
 				laddr = v
-			case equalFold(args[i], "user"):
+			case command.EqualFold(args[i], "user"):
 				if s.acl.users[string(v)] == nil {
-					c.rep.error(noSuchUser(v))
+					c.rep.error(command.NoSuchUser(v))
 					return cmdOK
 				}
 				user = v
-			case equalFold(args[i], "skipme"):
+			case command.EqualFold(args[i], "skipme"):
 				switch {
-				case equalFold(v, "yes"):
+				case command.EqualFold(v, "yes"):
 					skipMe = true
-				case equalFold(v, "no"):
+				case command.EqualFold(v, "no"):
 					skipMe = false
 				default:
-					c.rep.error(errSyntax)
+					c.rep.error(command.ErrSyntax)
 					return cmdOK
 				}
 			default:
-				c.rep.error(errSyntax)
+				c.rep.error(command.ErrSyntax)
 				return cmdOK
 			}
 		}
@@ -385,7 +382,7 @@ func cmdClientKill(s *Server, c *client, args [][]byte) outcome {
 	}
 	if len(args) == 3 {
 		if killed == 0 {
-			c.rep.error(errNoSuchClient)
+			c.rep.error(command.ErrNoSuchClient)
 		} else {
 			c.rep.conn.WriteString("OK")
 		}
@@ -417,11 +414,11 @@ func (s *Server) kill(cl *client) {
 func cmdClientNoEvict(_ *Server, c *client, args [][]byte) outcome {
 	var on bool
 	switch {
-	case equalFold(args[2], "on"):
+	case command.EqualFold(args[2], "on"):
 		on = true
-	case equalFold(args[2], "off"):
+	case command.EqualFold(args[2], "off"):
 	default:
-		c.rep.error(errSyntax)
+		c.rep.error(command.ErrSyntax)
 		return cmdOK
 	}
 	c.mu.Lock()
@@ -437,18 +434,18 @@ func cmdClientNoEvict(_ *Server, c *client, args [][]byte) outcome {
 // are dropped too.
 func cmdClientReply(_ *Server, c *client, args [][]byte) outcome {
 	switch {
-	case equalFold(args[2], "on"):
+	case command.EqualFold(args[2], "on"):
 		c.replyOff, c.replySkip, c.replySkipNext = false, false, false
 		c.rep.conn.unmute()
 		c.rep.conn.WriteString("OK")
-	case equalFold(args[2], "off"):
+	case command.EqualFold(args[2], "off"):
 		c.replyOff = true
-	case equalFold(args[2], "skip"):
+	case command.EqualFold(args[2], "skip"):
 		if !c.replyOff {
 			c.replySkipNext = true
 		}
 	default:
-		c.rep.error(errSyntax)
+		c.rep.error(command.ErrSyntax)
 		return cmdOK
 	}
 	c.quiet = c.replyOff || c.replySkip || c.replySkipNext

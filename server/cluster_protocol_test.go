@@ -20,8 +20,8 @@ func TestClusterCommandsWithoutRouter(t *testing.T) {
 			{"CLUSTER", "GETKEYSINSLOT", "1", "1"}, {"CLUSTER", "HELP"}, {"cluster", "help"},
 			{"READONLY"}, {"READWRITE"}, {"ASKING"},
 		} {
-			if v := rc.do(cmd...); v.String() != "-"+errClusterDisabled {
-				t.Errorf("RESP%d %v = %s, want -%s", proto, cmd, v, errClusterDisabled)
+			if v := rc.do(cmd...); v.String() != "-"+command.ErrTextNoCluster {
+				t.Errorf("RESP%d %v = %s, want -%s", proto, cmd, v, command.ErrTextNoCluster)
 			}
 		}
 		// Arity and unknown subcommands come first, as in Redis.

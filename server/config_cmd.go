@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/memlimit"
 )
 
@@ -29,12 +30,6 @@ func (s *Server) settings() map[string]string {
 // otherwise; CONFIG SET takes both.
 var settingAliases = map[string]string{"loglevel": "log-level", "lua-time-limit": "busy-reply-threshold"}
 
-func configSetCommand() *entry {
-	return &entry{name: "config|set", arity: -4, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"},
-		summary: "Sets configuration parameters at run time: log-level, maxclients, max-key-len, proto-max-bulk-len, max-args, max-inline-len, save-interval, maxmemory, maxmemory-policy, busy-reply-threshold, script-memory-limit.", group: "server", since: "2.0.0",
-		handler: cmdConfigSet}
-}
-
 // cmdConfigSet: CONFIG SET name value [name value ...], all or nothing, as
 // in Redis 7:
 //
@@ -54,7 +49,7 @@ func configSetCommand() *entry {
 // the arity error, from the table).
 func cmdConfigSet(s *Server, c *client, args [][]byte) outcome {
 	if len(args)%2 != 0 {
-		c.rep.error(errSyntax)
+		c.rep.error(command.ErrSyntax)
 		return cmdOK
 	}
 	n := (len(args) - 2) / 2
@@ -68,14 +63,14 @@ func cmdConfigSet(s *Server, c *client, args [][]byte) outcome {
 		}
 		_, known := old[names[i]]
 		if _, own := s.checkSetting(keys[i], ""); !known && !own {
-			c.rep.error(errUnknownSetting(string(args[2+2*i])))
+			c.rep.error(command.UnknownSetting(string(args[2+2*i])))
 			return cmdOK
 		}
 	}
 	for i := range n {
 		for j := range i {
 			if keys[j] == keys[i] {
-				c.rep.error(errConfigSetFailed(string(args[2+2*i]), "duplicate parameter"))
+				c.rep.error(command.ConfigSetFailed(string(args[2+2*i]), "duplicate parameter"))
 				return cmdOK
 			}
 		}
@@ -89,7 +84,7 @@ func cmdConfigSet(s *Server, c *client, args [][]byte) outcome {
 		}
 		text := ""
 		if own {
-			text = errConfigSetFailed(names[i], why)
+			text = command.ConfigSetFailed(names[i], why)
 		} else {
 			text = s.configSet(names[i], value)
 		}
@@ -168,20 +163,16 @@ func (s *Server) checkSetting(key, value string) (why string, own bool) {
 	return "", true
 }
 
-func configResetStatCommand() *entry {
-	return &entry{name: "config|resetstat", arity: 2, flags: []string{"admin", "noscript", "loading", "stale"}, acl: []string{"@admin", "@slow", "@dangerous"},
-		summary: "Resets the server's statistics that INFO reports (the /metrics counters keep counting).", group: "server", since: "2.0.0",
-		handler: func(s *Server, c *client, _ [][]byte) outcome {
-			s.resetStats()
-			c.rep.conn.WriteString("OK")
-			return cmdOK
-		}}
+func cmdConfigResetStat(s *Server, c *client, _ [][]byte) outcome {
+	s.resetStats()
+	c.rep.conn.WriteString("OK")
+	return cmdOK
 }
 
 // configSet applies one setting and records it for CONFIG GET; it returns
 // an error reply's text.
 func (s *Server) configSet(name, value string) string {
-	failed := func(why string) string { return errConfigSetFailed(name, why) }
+	failed := func(why string) string { return command.ConfigSetFailed(name, why) }
 	key := name
 	if a, ok := settingAliases[name]; ok {
 		key = a
@@ -214,16 +205,13 @@ func (s *Server) configSet(name, value string) string {
 		if err != nil || n < 0 || n > math.MaxInt64/int64(time.Millisecond) {
 			return failed("argument couldn't be parsed into an integer")
 		}
-		s.busyAfter.Store(n * int64(time.Millisecond))
+		s.env.SetBusyAfter(time.Duration(n) * time.Millisecond)
 	case "script-memory-limit":
 		n, err := memlimit.ParseMemory(value)
 		if err != nil {
 			return failed("argument must be a memory value")
 		}
-		s.scriptMem.Store(n)
-		if st := s.scripts.Load(); st != nil {
-			st.SetMemoryLimit(n)
-		}
+		s.env.SetScriptMemory(n)
 	default:
 		if s.cfg.ConfigSet == nil {
 			return s.unknownSetting(name, failed)
@@ -233,7 +221,7 @@ func (s *Server) configSet(name, value string) string {
 			return s.unknownSetting(name, failed)
 		}
 		if err != nil {
-			return configSetRefused(name, err)
+			return command.ConfigSetRefused(name, err)
 		}
 	}
 	switch key {
@@ -298,7 +286,7 @@ func (s *Server) unknownSetting(name string, failed func(string) string) string 
 	if _, known := s.settings()[name]; known {
 		return failed("can't set immutable config")
 	}
-	return errUnknownSetting(name)
+	return command.UnknownSetting(name)
 }
 
 func (s *Server) logger() *slog.Logger {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/status"
 )
 
@@ -156,7 +157,12 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 		s.writePersistenceInfo(kv)
 		s.writeRaftSnapshotInfo(kv) // cluster mode: Raft's snapshots (raftsnap.go)
 	case "replication":
-		s.writeReplicationInfo(kv)
+		var st *status.Cluster // command.ReplicationInfo: nil alone
+		if cl := s.cfg.Cluster; cl != nil {
+			cs := cl.ClusterStatus()
+			st = &cs
+		}
+		command.ReplicationInfo(st, s.router != nil, kv)
 	case "cluster":
 		// Redis's: whether the Redis Cluster protocol is on (a SlotRouter
 		// backend: --groups). The replication section's raft_* fields
@@ -168,7 +174,7 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 			writeMoveInfo(kv, t)
 		}
 	case "policies":
-		s.writePolicyInfo(kv) // policy_cmd.go
+		s.writePolicyInfo(kv) // policies.go
 	case "keyspace":
 		s.writeKeyspaceInfo(kv) // memory.go: stored-key counts, no walk
 	}

@@ -5,11 +5,10 @@ import "github.com/rlserver/rlserver/kv"
 // replier writes replies in the connection's protocol version (resp.Writer)
 // and counts the error replies.
 type replier struct {
-	conn    *conn
-	scratch []byte
-	kw      kv.Writer   // the batched commands' replies are rendered into it (command.RenderFunc)
-	errors  int64       // error replies written since the server last counted them
-	errs    *errorStats // counts them by code; nil: not counted
+	conn   *conn
+	kw     kv.Writer   // the batched commands' replies are rendered into it (command.RenderFunc)
+	errors int64       // error replies written since the server last counted them
+	errs   *errorStats // counts them by code; nil: not counted
 }
 
 // error writes an error reply and counts it for INFO.
@@ -26,9 +25,6 @@ func (r *replier) resp3() bool { return r.conn.w.RESP3() }
 
 // mapHeader starts a map of n pairs (an array of 2n in RESP2).
 func (r *replier) mapHeader(n int) { r.conn.w.WriteMap(n) }
-
-// setHeader starts a set (an array in RESP2).
-func (r *replier) setHeader(n int) { r.conn.w.WriteSet(n) }
 
 func (r *replier) null() { r.conn.w.WriteNil() }
 

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"strconv"
-
 	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/slots"
 )
@@ -13,14 +11,19 @@ import (
 // backend, and queues its error with Server.reply, in order with the
 // pipeline's batched replies. Keyless commands are never routed.
 
-// Redis's texts for the redirections.
-const (
-	errCrossSlot   = command.ErrCrossSlot
-	errClusterDown = "CLUSTERDOWN Hash slot not served"
-)
-
-func movedText(slot int, addr string) string {
-	return "MOVED " + strconv.Itoa(slot) + " " + addr
+// SlotRouter is what the Redis Cluster protocol needs from a backend whose
+// keyspace is split into hash slots (cluster mode with --groups): routing
+// here, MOVED, CROSSSLOT and CLUSTERDOWN, and command's CLUSTER commands
+// (command.Slots). A server without Config.Router answers CLUSTER as a
+// Redis without cluster support.
+type SlotRouter interface {
+	command.Slots
+	// Route says how this node handles a keyed command on slot: serve it
+	// here through the Backend (this node leads the slot's group, or
+	// forwards to its leader), or redirect the client to addr (MOVED),
+	// or, with serve false and addr "", answer CLUSTERDOWN: no group owns
+	// the slot, or its group has no leader this node knows of.
+	Route(slot int) (serve bool, addr string)
 }
 
 // route computes the slot of every key of cmd (one CRC16 per key) and
@@ -30,8 +33,8 @@ func movedText(slot int, addr string) string {
 // move could split them), MOVED to the slot's leader, or CLUSTERDOWN when
 // no leader is known. A command whose key positions find no key (a
 // malformed RL.CHECK) is served, and its parser answers it.
-func (s *Server) route(cmd *entry, args [][]byte) string {
-	first, last, step := cmd.keyRange(args)
+func (s *Server) route(cmd *command.Cmd, args [][]byte) string {
+	first, last, step := cmd.Keys(args)
 	slot := -1
 	for i := first; i <= last && i < len(args); i += step {
 		sl := slots.Of(args[i])
@@ -39,7 +42,7 @@ func (s *Server) route(cmd *entry, args [][]byte) string {
 			slot = sl
 		} else if sl != slot {
 			s.Stats.ClusterCrossSlot.Add(1)
-			return errCrossSlot
+			return command.ErrCrossSlot
 		}
 	}
 	if slot < 0 {
@@ -51,10 +54,10 @@ func (s *Server) route(cmd *entry, args [][]byte) string {
 		return ""
 	case addr != "":
 		s.Stats.ClusterMoved.Add(1)
-		return movedText(slot, addr)
+		return command.Moved(slot, addr)
 	default:
 		s.Stats.ClusterDown.Add(1)
-		return errClusterDown
+		return command.ErrClusterDown
 	}
 }
 

@@ -29,7 +29,7 @@ func TestProcessAllocs(t *testing.T) {
 		nc, peer := net.Pipe()
 		defer nc.Close()
 		go io.Copy(io.Discard, peer)
-		c := newClient(1, newConn(nc, 1<<20))
+		c := newClient(1, newConn(nc, 1<<20), s.env)
 		c.user = s.initialUser()
 		key := []byte(keyIn("k", 0, 5460)) // a's, this node's
 		args := [][]byte{[]byte("RL.ALLOW"), key, []byte("10"), []byte("1")}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/slots"
 )
 
@@ -82,8 +83,8 @@ func TestRoutingCrossSlot(t *testing.T) {
 		// A key of another node among them: still CROSSSLOT, not MOVED.
 		{"DEL", x, keyIn("z", 5461, 16383)},
 	} {
-		if err := rdb.Do(ctx, cmd...).Err(); err == nil || err.Error() != errCrossSlot {
-			t.Errorf("%v: %v, want %s", cmd, err, errCrossSlot)
+		if err := rdb.Do(ctx, cmd...).Err(); err == nil || err.Error() != command.ErrCrossSlot {
+			t.Errorf("%v: %v, want %s", cmd, err, command.ErrCrossSlot)
 		}
 	}
 	if got := b.reachedKeys(); len(got) != 0 {
@@ -141,8 +142,8 @@ func TestRoutingClusterDown(t *testing.T) {
 	defer rdb.Close()
 	ctx := context.Background()
 	for _, key := range []string{keyIn("k", 10923, 16383), keyIn("k", 9001, 10922)} {
-		if err := rdb.Do(ctx, "RL.ALLOW", key, "1", "1").Err(); err == nil || err.Error() != errClusterDown {
-			t.Errorf("RL.ALLOW %s: %v, want %s", key, err, errClusterDown)
+		if err := rdb.Do(ctx, "RL.ALLOW", key, "1", "1").Err(); err == nil || err.Error() != command.ErrClusterDown {
+			t.Errorf("RL.ALLOW %s: %v, want %s", key, err, command.ErrClusterDown)
 		}
 	}
 	if got := b.reachedKeys(); len(got) != 0 {

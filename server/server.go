@@ -1,9 +1,11 @@
-// Package server is rlserver's command layer: it accepts connections,
-// reads their commands through the guard on the byte stream, and runs the
-// handshake and server commands, the command table, argument parsing,
-// error texts and reply writing. It never touches limiter
-// state: limiter commands become typed engine requests, handed in batches
-// (one per pipeline) to a Backend.
+// Package server is rlserver's edge: it accepts connections, reads their
+// commands through the guard on the byte stream, passes each through the
+// gates (AUTH, ACL, key length, slot routing, MISCONF, BUSY), gathers a
+// pipeline's limiter and data commands into one batch for the Backend,
+// and writes the replies in order. What each command means (its
+// arguments, requests and replies, the command table itself) is package
+// command's; the edge answers itself only the commands that need the
+// connection or the server (HELLO, AUTH, CLIENT, CONFIG, INFO...).
 package server
 
 import (
@@ -81,7 +83,7 @@ type Config struct {
 	Logger    *slog.Logger // lifecycle and rate-limited client warnings; nil: none
 
 	// PolicyFile is the --policies file that RL.POLICY LOAD and
-	// ReloadPolicies read (policy_cmd.go); "": none.
+	// ReloadPolicies read (policies.go); "": none.
 	PolicyFile string
 
 	// The backend's capabilities beyond Backend, declared by whoever
@@ -90,15 +92,23 @@ type Config struct {
 	// assertion: a nil field is a capability the server does not have,
 	// whatever the Backend implements, and its commands answer as a server
 	// without it does.
-	Policies      Policies      // RL.POLICY, RL.CHECK, INFO's policies (policy_cmd.go)
-	Persistence   Persistence   // SAVE, BGSAVE, LASTSAVE, SHUTDOWN, INFO persistence (persist_cmd.go)
-	WriteStopper  WriteStopper  // refusing writes after a failed save (persist_cmd.go)
-	Cluster       Cluster       // RL.CLUSTER, ROLE, INFO replication (cluster_cmd.go)
+	Policies      Policies      // RL.POLICY, RL.CHECK, INFO's policies (policies.go)
+	Persistence   Persistence   // SAVE, BGSAVE, LASTSAVE, SHUTDOWN, INFO persistence (persistence.go)
+	WriteStopper  WriteStopper  // refusing writes after a failed save (persistence.go)
+	Cluster       Cluster       // RL.CLUSTER, ROLE, INFO replication (command.Cluster)
 	RaftSnapshots RaftSnapshots // INFO persistence's rl_raft_* fields (raftsnap.go)
 	Router        SlotRouter    // hash slots: routing (route.go), CLUSTER, RL.CLUSTER GROUPS and MOVES
-	GroupAdder    GroupAdder    // RL.CLUSTER ADDGROUP (cluster_cmd.go)
-	SlotMover     SlotMover     // RL.CLUSTER MOVE and REBALANCE (cluster_cmd.go)
+	GroupAdder    GroupAdder    // RL.CLUSTER ADDGROUP (command.GroupAdder)
+	SlotMover     SlotMover     // RL.CLUSTER MOVE and REBALANCE (command.SlotMover)
 }
+
+// Cluster, GroupAdder and SlotMover are command's: only its commands and
+// INFO's replication section use them.
+type (
+	Cluster    = command.Cluster
+	GroupAdder = command.GroupAdder
+	SlotMover  = command.SlotMover
+)
 
 // Stats are the server's counters, read by INFO.
 type Stats struct {
@@ -125,7 +135,7 @@ type Stats struct {
 type Server struct {
 	cfg      Config
 	backend  Backend
-	stopper  WriteStopper // Config.WriteStopper (persist_cmd.go); nil: writes are never refused
+	stopper  WriteStopper // Config.WriteStopper (persistence.go); nil: writes are never refused
 	router   SlotRouter   // Config.Router (route.go); nil: no routing
 	acl      *users
 	openAuth bool // connections start as the default user (on, nopass)
@@ -142,10 +152,7 @@ type Server struct {
 	maxKeyLen    atomic.Int64 // Config.MaxKeyLen, changed by CONFIG SET
 
 	mem *memlimit.Controller // maxmemory (memory.go)
-
-	scripts   atomic.Pointer[command.Scripts] // Lua scripts (script_cmd.go), made on first use
-	busyAfter atomic.Int64                    // busy-reply-threshold in ns (CONFIG SET)
-	scriptMem atomic.Int64                    // script-memory-limit in bytes, 0: none (CONFIG SET)
+	env *command.Env         // what command's handlers reach: the backend, the capabilities, the scripts
 
 	settingsMu sync.RWMutex // guards cfg.Settings: CONFIG SET writes it
 	warnMu     sync.Mutex
@@ -197,18 +204,21 @@ func New(cfg Config, backend Backend) *Server {
 		acl:      compileACL(cfg.ACL),
 		openAuth: cfg.ACL.Open(),
 		started:  time.Now(),
-		cmdStats: make([]cmdStats, len(byID)),
+		cmdStats: make([]cmdStats, len(command.All())),
 		clients:  make(map[int64]*client),
 		conns:    make(map[*conn]struct{}),
 		mem:      memlimit.New(backend),
 	}
 	s.maxKeyLen.Store(int64(cfg.MaxKeyLen))
-	s.busyAfter.Store(int64(command.BusyReplyThreshold))
+	// A nil capability stays nil through the conversions.
+	s.env = &command.Env{Backend: backend, Policies: cfg.Policies, Persistence: cfg.Persistence,
+		Cluster: cfg.Cluster, Slots: cfg.Router, GroupAdder: cfg.GroupAdder, SlotMover: cfg.SlotMover}
+	s.env.SetBusyAfter(command.BusyReplyThreshold)
 	switch {
 	case cfg.ScriptMemoryLimit == 0:
-		s.scriptMem.Store(script.DefaultMemoryLimit)
+		s.env.SetScriptMemory(script.DefaultMemoryLimit)
 	case cfg.ScriptMemoryLimit > 0:
-		s.scriptMem.Store(cfg.ScriptMemoryLimit)
+		s.env.SetScriptMemory(cfg.ScriptMemoryLimit)
 	}
 	if s.cfg.Settings == nil {
 		s.cfg.Settings = map[string]string{}
@@ -217,7 +227,7 @@ func New(cfg Config, backend Backend) *Server {
 		ms := strconv.FormatInt(command.BusyReplyThreshold.Milliseconds(), 10)
 		s.cfg.Settings["busy-reply-threshold"], s.cfg.Settings["lua-time-limit"] = ms, ms
 	}
-	s.cfg.Settings["script-memory-limit"] = strconv.FormatInt(s.scriptMem.Load(), 10)
+	s.cfg.Settings["script-memory-limit"] = strconv.FormatInt(s.env.ScriptMemory(), 10)
 	s.stopper = cfg.WriteStopper
 	s.router = cfg.Router
 	g := cfg.Guard.Normalized()
@@ -257,7 +267,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		if s.cfg.ProtectedMode && s.openAuth && !isLoopback(nc.RemoteAddr()) {
 			s.Stats.RejectedConnections.Add(1)
 			s.warn("protected-mode", "connection refused: protected mode (no password, client not on loopback)", "client", nc.RemoteAddr().String())
-			refuseAsync(nc, errProtected)
+			refuseAsync(nc, command.ErrProtected)
 			continue
 		}
 		c := newConn(nc, int(s.cfg.Guard.Normalized().MaxQueryBuffer))
@@ -280,7 +290,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.mu.Unlock()
 			s.Stats.RejectedConnections.Add(1)
 			s.warn("maxclients", "connection refused: maxclients reached", "client", nc.RemoteAddr().String(), "maxclients", s.MaxClients())
-			refuseAsync(nc, errMaxClients)
+			refuseAsync(nc, command.ErrMaxClients)
 			continue
 		}
 		s.conns[c] = struct{}{}
@@ -303,7 +313,7 @@ func (s *Server) serveConn(c *conn) {
 		s.mu.Unlock()
 		return
 	}
-	cl := newClient(s.nextID.Add(1), c)
+	cl := newClient(s.nextID.Add(1), c, s.env)
 	cl.user = s.initialUser()
 	cl.rep.errs = &s.errStats
 	s.mu.Lock()
@@ -366,9 +376,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing = true
 	s.stop.Store(true)
 	s.stopSampler()
-	if st := s.scripts.Load(); st != nil {
-		st.Stop() // a script's writes are not applied until it ends: stopping one loses nothing acknowledged
-	}
+	s.env.StopScripts() // a script's writes are not applied until it ends: stopping one loses nothing acknowledged
 	for _, ln := range s.lns {
 		ln.Close()
 	}
@@ -456,72 +464,72 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 	// Pipelines repeat one command: compare with the last one before
 	// hashing the name into the table.
 	cmd := c.lastLookup
-	if cmd == nil || !equalFold(args[0], cmd.name) {
+	if cmd == nil || !command.EqualFold(args[0], cmd.Name) {
 		c.lower = appendLower(c.lower[:0], args[0])
-		cmd = lookup(c.lower)
+		cmd = command.Lookup(c.lower)
 		c.lastLookup = cmd
 	}
 	if cmd == nil {
-		s.refuse(c, unknownCommand(args))
+		s.refuse(c, command.UnknownCommand(args))
 		return cmdOK
 	}
-	if !cmd.arityOK(len(args)) {
-		c.st.at(cmd.id).rejected++
-		s.refuse(c, wrongArity(cmd.name))
+	if !cmd.ArityOK(len(args)) {
+		c.st.at(cmd.ID).rejected++
+		s.refuse(c, command.WrongArity(cmd.Name))
 		return cmdOK
 	}
-	if !cmd.noAuth {
+	if !cmd.NoAuth {
 		u := c.user
 		if u == nil {
-			c.st.at(cmd.id).rejected++
-			s.refuse(c, errNoAuth)
+			c.st.at(cmd.ID).rejected++
+			s.refuse(c, command.ErrNoAuth)
 			return cmdOK
 		}
 		if text := s.checkACL(c, u, cmd, args); text != "" {
-			c.st.at(cmd.id).rejected++
+			c.st.at(cmd.ID).rejected++
 			s.refuse(c, text)
 			return cmdOK
 		}
 	}
-	if cmd.firstKey > 0 || cmd.movableKeys != nil {
+	if cmd.Keyed() {
 		if text := s.checkKeys(cmd, args); text != "" {
-			c.st.at(cmd.id).rejected++
+			c.st.at(cmd.ID).rejected++
 			s.refuse(c, text)
 			return cmdOK
 		}
 	}
-	if s.router != nil && (cmd.firstKey > 0 || cmd.movableKeys != nil) {
+	if s.router != nil && cmd.Keyed() {
 		if text := s.route(cmd, args); text != "" {
-			c.st.at(cmd.id).rejected++
+			c.st.at(cmd.ID).rejected++
 			s.refuse(c, text)
 			return cmdOK
 		}
 	}
 	if s.refusesWrite(cmd) {
-		c.st.at(cmd.id).rejected++
-		s.refuse(c, errMisconf)
+		c.st.at(cmd.ID).rejected++
+		s.refuse(c, command.ErrMisconf)
 		return cmdOK
 	}
-	if s.busyOn(cmd, args) { // a script past busy-reply-threshold holds a key (script_cmd.go)
-		c.st.at(cmd.id).rejected++
+	if s.env.Busy(cmd, args) { // a script past busy-reply-threshold holds a key
+		c.st.at(cmd.ID).rejected++
 		s.refuse(c, script.ErrBusy)
 		return cmdOK
 	}
-	if c.txn.On && !txnCommands[cmd.name] {
-		s.queue(c, args) // txn_cmd.go
+	if c.txn.On && cmd.Queues() {
+		s.queue(c, args) // batch.go
 		return cmdOK
 	}
 	if (cmd == multiCommand || cmd == execCommand) && s.batchTxn(c, cmd) {
 		return cmdOK
 	}
-	if cmd.tiered != nil {
+	if cmd.Tiered != nil {
 		s.batchTiered(c, cmd, args)
 		return cmdOK
 	}
-	if cmd.batch != nil {
+	if cmd.Batch != nil {
 		first := len(c.reqs)
 		var errText string
-		c.reqs, errText = cmd.batch(&c.memo, c.reqs, args)
+		c.reqs, errText = cmd.Batch(&c.memo, c.reqs, args)
 		if errText != "" {
 			c.reqs = c.reqs[:first]
 		}
@@ -530,15 +538,15 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 	}
 	s.flushBatch(c)
 	c.mu.Lock()
-	c.lastCmd = cmd.name
+	c.lastCmd = cmd.Name
 	c.mu.Unlock()
 	errs := c.rep.errors
 	c.sub = nil
-	out := cmd.handler(s, c, args)
+	out := s.run(c, cmd, args) // table.go
 	if c.sub != nil {
 		cmd = c.sub
 	}
-	t := c.st.at(cmd.id)
+	t := c.st.at(cmd.ID)
 	t.calls++
 	if c.rep.errors != errs {
 		t.failed++
@@ -547,11 +555,11 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 }
 
 // checkKeys refuses keys longer than MaxKeyLen before they reach a backend.
-func (s *Server) checkKeys(cmd *entry, args [][]byte) string {
-	first, last, step := cmd.keyRange(args)
+func (s *Server) checkKeys(cmd *command.Cmd, args [][]byte) string {
+	first, last, step := cmd.Keys(args)
 	for i := first; i <= last && i < len(args); i += step {
 		if limit := s.maxKeyLen.Load(); int64(len(args[i])) > limit {
-			return keyTooLong(len(args[i]), limit)
+			return command.KeyTooLong(len(args[i]), limit)
 		}
 	}
 	return ""

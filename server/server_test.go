@@ -223,23 +223,6 @@ func TestShutdownAnswersReceivedCommandsThenCloses(t *testing.T) {
 	}
 }
 
-func TestCommandTableIsConsistent(t *testing.T) {
-	for name, c := range commands {
-		if name != strings.ToLower(name) || c.name != name {
-			t.Errorf("command %q registered as %q", c.name, name)
-		}
-		if c.arity == 0 {
-			t.Errorf("%s: arity 0", name)
-		}
-		if c.firstKey > 0 && c.keyStep == 0 {
-			t.Errorf("%s: keys without a step", name)
-		}
-		if c.summary == "" || c.group == "" {
-			t.Errorf("%s: no docs", name)
-		}
-	}
-}
-
 func TestMaxClientsRefusesTheNextConnection(t *testing.T) {
 	addr, srv := startServer(t, Config{MaxClients: 2})
 	for range 2 {

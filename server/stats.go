@@ -3,13 +3,13 @@ package server
 import (
 	"math"
 	"math/bits"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/status"
 )
 
@@ -98,7 +98,7 @@ type connStats struct {
 
 func (cs *connStats) at(id int) *connTally {
 	if id >= len(cs.byID) {
-		cs.byID = append(cs.byID, make([]connTally, len(byID)-len(cs.byID))...)
+		cs.byID = append(cs.byID, make([]connTally, len(command.All())-len(cs.byID))...)
 	}
 	t := &cs.byID[id]
 	if *t == (connTally{}) {
@@ -155,13 +155,6 @@ func (s *Server) mergeStats(c *client, elapsed time.Duration, now time.Time) {
 	}
 }
 
-// decides reports whether c's replies are limiter decisions: the
-// algorithm commands and RL.PEEK (batched, in @ratelimit, not a keyspace
-// command such as RL.RESET) and RL.CHECK (tiered).
-func (c *entry) decides() bool {
-	return c.tiered != nil || (c.batch != nil && slices.Contains(c.acl, "@ratelimit") && !slices.Contains(c.acl, "@keyspace"))
-}
-
 // CommandStats returns the counters of every command called at least once
 // (rejected calls included), sorted by name.
 func (s *Server) CommandStats() []status.Command {
@@ -173,9 +166,9 @@ func (s *Server) CommandStats() []status.Command {
 			continue
 		}
 		out = append(out, status.Command{
-			Name: byID[id].name, Calls: calls, Allowed: st.allowed.Load(), Denied: st.denied.Load(),
+			Name: command.All()[id].Name, Calls: calls, Allowed: st.allowed.Load(), Denied: st.denied.Load(),
 			Failed: st.failed.Load(), Rejected: rejected, Latency: st.latency.snapshot(),
-			Decides: byID[id].decides(),
+			Decides: command.All()[id].Decides(),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -227,7 +220,7 @@ type errorStats struct {
 const maxErrorCodes = 128
 
 func (e *errorStats) add(text string) {
-	code := ErrorCode(text)
+	code := command.ErrorCode(text)
 	e.mu.RLock()
 	n := e.codes[code]
 	e.mu.RUnlock()
@@ -448,7 +441,7 @@ func (s *Server) commandStatsSinceReset() []status.Command {
 	}
 	byName := make(map[string]cmdBase, len(all))
 	for id, b := range s.base.cmds {
-		byName[byID[id].name] = b
+		byName[command.All()[id].Name] = b
 	}
 	out := all[:0]
 	for _, cs := range all {

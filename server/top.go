@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/status"
 )
 
@@ -273,30 +274,21 @@ func (l *localTop) moveSampled(t *topKeys, now time.Time, sample int) {
 	l.arena = l.arena[:0]
 }
 
-func init() {
-	register(&entry{
-		name: "rl.top", arity: -1, flags: []string{"readonly", "admin"},
-		acl:     []string{"@admin", "@slow", "@ratelimit"},
-		summary: "Lists the keys denied most in the recent past: [[key, denials], ...], most first (denials decay with a one-minute half-life).",
-		group:   "ratelimit", since: "0.7.0", handler: cmdTop,
-	})
-}
-
 // cmdTop: RL.TOP [COUNT n]. Each element is [key, denials]: the denials
 // rounded to an integer, weighted by age (half-life one minute).
 func cmdTop(s *Server, c *client, args [][]byte) outcome {
 	n := status.DefaultTopCount
 	switch {
 	case len(args) == 1:
-	case len(args) == 3 && equalFold(args[1], "count"):
-		v, ok := parseInt(args[2])
+	case len(args) == 3 && command.EqualFold(args[1], "count"):
+		v, ok := command.ParseInt(args[2])
 		if !ok || v < 1 {
-			c.rep.error(errNotInteger)
+			c.rep.error(command.ErrNotInteger)
 			return cmdOK
 		}
 		n = int(min(v, topCapacity))
 	default:
-		c.rep.error(errSyntax)
+		c.rep.error(command.ErrSyntax)
 		return cmdOK
 	}
 	top := s.TopDenied(n)

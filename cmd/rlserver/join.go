@@ -15,13 +15,13 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/cluster"
+	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/resp"
-	"github.com/rlserver/rlserver/server"
 )
 
 // --join: a new node asks a member, over the member's client (RESP)
 // address, to add it (RL.CLUSTER JOIN id raft-addr). The member's refusals
-// are told apart by the error codes and texts server/errors.go exports, so
+// are told apart by the error codes and texts command/errors.go exports, so
 // a change of wording there changes this client with it.
 
 // joinTarget says how a joining node reaches the member it asks: the
@@ -158,7 +158,7 @@ func join(ctx context.Context, t joinTarget, id, raftAddr string) error {
 	switch {
 	case refusal == resp.TextNotTLS:
 		return fmt.Errorf("%w: the member serves TLS only on %s and this node connected without TLS", errJoinTLS, t.Addr)
-	case server.ErrorCode(refusal) == server.ErrCodeDenied:
+	case command.ErrorCode(refusal) == command.ErrCodeDenied:
 		return fmt.Errorf("%w: %s", errJoinForbidden, refusal)
 	}
 	if t.Password != "" {
@@ -170,7 +170,7 @@ func join(ctx context.Context, t joinTarget, id, raftAddr string) error {
 		switch {
 		case err != nil:
 			return err
-		case refusal == server.ErrTextNoPassSet:
+		case refusal == command.ErrTextNoPassSet:
 			// The member needs no password: the join goes on without one.
 		case refusal != "":
 			return fmt.Errorf("%w (user %q): %s", errJoinCredentials, userName(t.User), refusal)
@@ -187,7 +187,7 @@ func join(ctx context.Context, t joinTarget, id, raftAddr string) error {
 	switch memberSharded := refusal == ""; {
 	case memberSharded && !t.Sharded:
 		return fmt.Errorf("%w: the cluster is sharded (--groups): start this node with --groups too", errJoinMode)
-	case !memberSharded && t.Sharded && server.ErrorCode(refusal) == "ERR":
+	case !memberSharded && t.Sharded && command.ErrorCode(refusal) == "ERR":
 		return fmt.Errorf("%w: the cluster is one Raft group: start this node without --groups", errJoinMode)
 	}
 	refusal, err = send("RL.CLUSTER", "JOIN", id, raftAddr)
@@ -197,13 +197,13 @@ func join(ctx context.Context, t joinTarget, id, raftAddr string) error {
 	if refusal == "" {
 		return nil
 	}
-	switch server.ErrorCode(refusal) {
-	case server.ErrCodeNoAuth:
+	switch command.ErrorCode(refusal) {
+	case command.ErrCodeNoAuth:
 		return fmt.Errorf("%w: the member requires a password and none was given: %s", errJoinCredentials, refusal)
-	case server.ErrCodeNoPerm, server.ErrCodeDenied:
+	case command.ErrCodeNoPerm, command.ErrCodeDenied:
 		return fmt.Errorf("%w (user %q): %s", errJoinForbidden, userName(t.User), refusal)
 	}
-	if refusal == server.ErrTextNoCluster {
+	if refusal == command.ErrTextNoCluster {
 		return fmt.Errorf("%w: the member is not in cluster mode: %s", errJoinForbidden, refusal)
 	}
 	return errors.New(refusal)

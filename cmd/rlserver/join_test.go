@@ -11,8 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/resp"
-	"github.com/rlserver/rlserver/server"
 )
 
 // fakeMember answers each command by its name from replies (a RESP reply
@@ -85,7 +85,7 @@ func (m *fakeMember) commands() []string {
 // refusals only a change of configuration fixes are joinRefused, with the
 // kind of refusal; anything else is retried.
 func TestJoinRefusals(t *testing.T) {
-	noPerm := "-" + server.ErrCodeNoPerm + " User app has no permissions to run the 'rl.cluster|join' command"
+	noPerm := "-" + command.ErrCodeNoPerm + " User app has no permissions to run the 'rl.cluster|join' command"
 	for _, c := range []struct {
 		name     string
 		replies  map[string]string
@@ -97,12 +97,12 @@ func TestJoinRefusals(t *testing.T) {
 	}{
 		{name: "joined", replies: map[string]string{"PING": "+PONG"}, password: "pw"},
 		{name: "TLS-only member", replies: map[string]string{"PING": "-" + resp.TextNotTLS}, want: errJoinTLS},
-		{name: "protected mode", replies: map[string]string{"PING": "-" + server.ErrCodeDenied + " rlserver is running in protected mode"}, want: errJoinForbidden},
-		{name: "wrong password", replies: map[string]string{"AUTH": "-" + server.ErrCodeWrongPass + " invalid username-password pair or user is disabled."}, password: "x", want: errJoinCredentials},
-		{name: "member without a password", replies: map[string]string{"AUTH": "-" + server.ErrTextNoPassSet}, password: "pw"},
-		{name: "no password given", replies: map[string]string{"RL.CLUSTER": "-" + server.ErrCodeNoAuth + " Authentication required."}, want: errJoinCredentials},
+		{name: "protected mode", replies: map[string]string{"PING": "-" + command.ErrCodeDenied + " rlserver is running in protected mode"}, want: errJoinForbidden},
+		{name: "wrong password", replies: map[string]string{"AUTH": "-" + command.ErrCodeWrongPass + " invalid username-password pair or user is disabled."}, password: "x", want: errJoinCredentials},
+		{name: "member without a password", replies: map[string]string{"AUTH": "-" + command.ErrTextNoPassSet}, password: "pw"},
+		{name: "no password given", replies: map[string]string{"RL.CLUSTER": "-" + command.ErrCodeNoAuth + " Authentication required."}, want: errJoinCredentials},
 		{name: "user may not join", replies: map[string]string{"RL.CLUSTER": noPerm}, user: "app", password: "pw", want: errJoinForbidden},
-		{name: "standalone member", replies: map[string]string{"RL.CLUSTER": "-" + server.ErrTextNoCluster}, want: errJoinForbidden},
+		{name: "standalone member", replies: map[string]string{"RL.CLUSTER": "-" + command.ErrTextNoCluster}, want: errJoinForbidden},
 		{name: "no leader yet", replies: map[string]string{"RL.CLUSTER": "-CLUSTERDOWN no leader"}, text: "CLUSTERDOWN no leader"},
 		{name: "other ERR", replies: map[string]string{"RL.CLUSTER": "-ERR something else"}, text: "ERR something else"},
 		{name: "sharded member, one-group node", replies: map[string]string{"CLUSTER": "$40\r\n" + strings.Repeat("a", 40)}, want: errJoinMode},

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/policy"
 	"github.com/rlserver/rlserver/server"
 )
@@ -41,7 +42,7 @@ func (p policyOptions) read() ([]*policy.Policy, error) {
 		// The line's problem in the words RL.POLICY LOAD and the log use,
 		// with the file's path, which they name apart.
 		var le *policy.LineError
-		text := server.PolicyFileError(err)
+		text := command.PolicyFileError(err)
 		if errors.As(err, &le) {
 			text = strings.Replace(text, "policy file ", "policy file "+p.file+" ", 1)
 		}

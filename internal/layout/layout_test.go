@@ -56,9 +56,9 @@ var allowed = map[string][]string{
 	// no backend, no connection.
 	"command": {"acl", "engine", "kv", "policy", "resp", "script", "slots", "status", "values"},
 	// The edge: no backend, which cmd/rlserver hands it.
-	"server": {"acl", "command", "engine", "internal/offheap", "kv", "memlimit", "policy", "resp", "script", "slots", "status", "values"},
+	"server": {"acl", "command", "engine", "internal/offheap", "kv", "memlimit", "policy", "resp", "script", "slots", "status"},
 	// The wiring.
-	"cmd/rlserver": {"acl", "cluster", "engine", "groups", "internal/conf", "internal/sysmon", "memlimit", "metrics", "persist", "policy", "raftlog", "resp", "server", "standalone", "status", "statuspage"},
+	"cmd/rlserver": {"acl", "cluster", "command", "engine", "groups", "internal/conf", "internal/sysmon", "memlimit", "metrics", "persist", "policy", "raftlog", "resp", "server", "standalone", "status", "statuspage"},
 	// The Go client: it speaks RESP through go-redis, not through resp.
 	"client":                 {"slots"},
 	"client/httplimit":       {"client"},
