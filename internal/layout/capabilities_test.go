@@ -10,15 +10,25 @@ import (
 )
 
 // TestServerDeclaresCapabilities: the edge never discovers what its
-// backend can do by type assertion (issue 31: about ten places did). A
-// capability is a field of server.Config that cmd/rlserver fills, with
-// compile-time assertions beside it (cmd/rlserver/capabilities.go). The
-// test fails on a type assertion or type switch in server's code (not its
-// tests) on an expression naming a backend, or to one of the interfaces
-// server declares (Cluster, SlotRouter, Persistence...), whatever the
-// operand.
+// backend can do by type assertion (issue 31: about ten places did), nor
+// does the command layer it hands the capabilities to. A capability is a
+// field of server.Config that cmd/rlserver fills, with compile-time
+// assertions beside it (cmd/rlserver/capabilities.go), passed on to
+// command.Env. The test fails on a type assertion or type switch in
+// server's or command's code (not their tests) on an expression naming a
+// backend, or to one of the interfaces the package declares (Cluster,
+// SlotRouter, Persistence...), whatever the operand.
 func TestServerDeclaresCapabilities(t *testing.T) {
-	dir := filepath.Join(moduleRoot(t), "server")
+	for dir, sure := range map[string][2]string{"server": {"Backend", "SlotRouter"}, "command": {"Keyspace", "Slots"}} {
+		checkNoDiscovery(t, dir, sure)
+	}
+}
+
+// checkNoDiscovery runs TestServerDeclaresCapabilities on one package,
+// which must declare the interfaces named sure (a check that the test
+// reads the right folder).
+func checkNoDiscovery(t *testing.T, pkg string, sure [2]string) {
+	dir := filepath.Join(moduleRoot(t), pkg)
 	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +48,7 @@ func TestServerDeclaresCapabilities(t *testing.T) {
 	if len(parsed) == 0 {
 		t.Fatalf("no Go files in %s", dir)
 	}
-	// The interfaces server declares: what it needs from others.
+	// The interfaces the package declares: what it needs from others.
 	own := map[string]bool{}
 	for _, af := range parsed {
 		for _, d := range af.Decls {
@@ -51,8 +61,8 @@ func TestServerDeclaresCapabilities(t *testing.T) {
 			}
 		}
 	}
-	if !own["Backend"] || !own["SlotRouter"] {
-		t.Fatalf("found server's interfaces %v, missing Backend or SlotRouter: is the test reading the right folder?", own)
+	if !own[sure[0]] || !own[sure[1]] {
+		t.Fatalf("found %s's interfaces %v, missing %s or %s: is the test reading the right folder?", pkg, own, sure[0], sure[1])
 	}
 	bad := func(n ast.Node, why string) {
 		t.Errorf("%s: %s: declare the capability in server.Config (cmd/rlserver fills it) instead", fset.Position(n.Pos()), why)
@@ -65,12 +75,12 @@ func TestServerDeclaresCapabilities(t *testing.T) {
 				case namesBackend(n.X):
 					bad(n, "type assertion on the backend")
 				case n.Type != nil && own[typeName(n.Type)]:
-					bad(n, "type assertion to server's own interface "+typeName(n.Type))
+					bad(n, "type assertion to "+pkg+"'s own interface "+typeName(n.Type))
 				}
 			case *ast.CaseClause:
 				for _, e := range n.List {
 					if own[typeName(e)] {
-						bad(e, "type switch case on server's own interface "+typeName(e))
+						bad(e, "type switch case on "+pkg+"'s own interface "+typeName(e))
 					}
 				}
 			}
