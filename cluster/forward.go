@@ -32,7 +32,7 @@ const (
 	msgBatchV1 byte = 2
 	msgFlush   byte = 3 // body: empty; reply: empty
 	msgLen     byte = 4 // body: empty; reply: uvarint n
-	msgJoin    byte = 5 // body: node id, raft address; reply: empty
+	msgJoin    byte = 5 // body: node id, raft address[, joinNonvoter]; reply: empty
 	msgRemove  byte = 6 // body: node id; reply: empty
 	msgReply   byte = 7 // payload: status, body
 	// msgBatchNoDeadline: body: uvarint count, requests
@@ -307,6 +307,9 @@ func (n *Node) handleForwardMsg(ctx context.Context, typ byte, payload []byte) (
 		id, addr := string(d.Bytes()), string(d.Bytes())
 		if d.Err != nil {
 			return statusBadRequest, nil
+		}
+		if len(d.B) > 0 && d.B[0] == joinNonvoter {
+			return statusOf(n.addNonvoter(ctx, id, addr, true)), nil
 		}
 		return statusOf(n.changeMembership(ctx, id, addr, true)), nil
 	case msgRemove:

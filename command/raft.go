@@ -69,8 +69,13 @@ func Groups(t status.Topology) string {
 				ranges = append(ranges, strconv.Itoa(sr.Start)+"-"+strconv.Itoa(sr.End))
 			}
 		}
-		fmt.Fprintf(&b, "%d leader=%s role=%s slots=%s keys=%d applied=%d lag=%d\n",
+		fmt.Fprintf(&b, "%d leader=%s role=%s slots=%s keys=%d applied=%d lag=%d",
 			g.ID, orDash(g.Leader), orDash(g.Role), orDash(strings.Join(ranges, ",")), g.Keys, g.Applied, g.Lag)
+		if len(g.Replicas) > 0 {
+			// A placed cluster (--replicas): where the group's voters are.
+			fmt.Fprintf(&b, " replicas=%s learner=%s", strings.Join(g.Replicas, ","), orDash(g.Learner))
+		}
+		b.WriteByte('\n')
 	}
 	return b.String()
 }

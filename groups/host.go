@@ -67,6 +67,16 @@ type Config struct {
 	// Shards is the engine shard count of each data group.
 	Shards   int
 	Redirect Redirect
+	// Replicas is the replication factor the first start records: each
+	// data group gets this many voters, placed over the nodes
+	// (placement.go), and the meta group this many voters. 0: every node
+	// holds a voter of every group (clusters created before placement
+	// keep that).
+	Replicas int
+	// NodeDeadAfter is how long a node may be unreachable before the
+	// meta group's leader takes it for dead and rebuilds its replicas on
+	// the other nodes (placement.go; 0: 5 minutes).
+	NodeDeadAfter time.Duration
 }
 
 // Host is one process of a sharded cluster.
@@ -88,6 +98,9 @@ type Host struct {
 	sweep   func(*member) // starts a member's sweep once Sweep runs
 
 	rebalancing atomic.Bool // a rebalance started here runs (mover.go)
+
+	replicaAdds atomic.Int64 // learners this node recorded as the meta group's leader (placement.go)
+	liveness    liveness     // the meta group's leader's view of which nodes answer (placement.go)
 }
 
 // member is this process's replica of one data group.
@@ -178,7 +191,8 @@ func Open(cfg Config) (*Host, error) {
 		return nil, err
 	}
 	h.refresh()
-	h.wg.Add(4)
+	h.wg.Add(5)
+	go h.place() // placement.go
 	go h.watchDirectory()
 	go h.keepRegistered()
 	go h.balance()
@@ -298,7 +312,7 @@ func (h *Host) refresh() {
 		gs.byID[id] = m
 	}
 	for _, g := range dir.Groups {
-		if _, ok := gs.byID[g.ID]; ok {
+		if _, ok := gs.byID[g.ID]; ok || !dir.Hosts(&g, h.cfg.Node.NodeID) {
 			continue
 		}
 		m, err := h.openGroup(g.ID, g.Peers)
@@ -312,8 +326,12 @@ func (h *Host) refresh() {
 	h.set.Store(gs)
 }
 
+// watchDirectory refreshes on every directory change, and every second
+// besides: a group that failed to open is tried again.
 func (h *Host) watchDirectory() {
 	defer h.wg.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for {
 		ch := h.meta.DirectoryChanged()
 		h.refresh()
@@ -321,6 +339,7 @@ func (h *Host) watchDirectory() {
 		case <-h.closing:
 			return
 		case <-ch:
+		case <-tick.C:
 		}
 	}
 }
@@ -338,7 +357,12 @@ func (h *Host) initDirectory() {
 		if h.meta.Directory().Epoch != 0 {
 			return true, nil
 		}
-		err := h.meta.InitDirectory(ctx, groups, peers)
+		var err error
+		if h.cfg.Replicas > 0 {
+			_, err = h.meta.ChangeDirectory(ctx, ownership.InitPlacedOp(groups, h.cfg.Replicas, peers))
+		} else {
+			err = h.meta.InitDirectory(ctx, groups, peers)
+		}
 		return err == nil, err
 	})
 }

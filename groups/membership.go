@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/cluster"
+	"github.com/rlserver/rlserver/cluster/ownership"
 	"github.com/rlserver/rlserver/status"
 )
 
@@ -31,7 +32,18 @@ func (h *Host) ClusterStatus() status.Cluster {
 // Join adds a node to the meta group and to every data group (RL.CLUSTER
 // JOIN): the node opens each group as the directory reaches it, and each
 // group's leader brings its replica up to date.
+//
+// In a placed cluster (--replicas) the node joins the meta group only,
+// as a voter while it has fewer than R, as a non-voter after; the meta
+// group's leader then places replicas on it (placement.go).
 func (h *Host) Join(ctx context.Context, id, raftAddr string) error {
+	if d := h.meta.Directory(); d.Replicas > 0 {
+		_, _, voters := h.members()
+		if voters >= d.Replicas {
+			return h.meta.JoinNonvoter(ctx, id, raftAddr)
+		}
+		return h.meta.Join(ctx, id, raftAddr)
+	}
 	if err := h.meta.Join(ctx, id, raftAddr); err != nil {
 		return err
 	}
@@ -84,7 +96,7 @@ func (h *Host) Digest(ctx context.Context) (uint64, string, error) {
 // policy table of the other groups. It owns no slots until slots move
 // onto it.
 func (h *Host) AddGroup(ctx context.Context) (uint32, error) {
-	g, err := h.meta.AddGroup(ctx, h.meta.Peers())
+	g, err := h.meta.AddGroup(ctx, h.newGroupPeers())
 	if err != nil {
 		return 0, err
 	}
@@ -111,6 +123,29 @@ func (h *Host) AddGroup(ctx context.Context) (uint32, error) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// newGroupPeers are the nodes a new group starts on: every member of the
+// meta group, or in a placed cluster the R that Place picks beside the
+// other groups' replicas.
+func (h *Host) newGroupPeers() []cluster.Peer {
+	peers := h.meta.Peers()
+	d := h.meta.Directory()
+	if d.Replicas == 0 {
+		return peers
+	}
+	live, addrs, _ := h.members()
+	ids := []uint32{0} // the new group, placed first
+	cur := map[uint32][]string{}
+	for _, g := range d.Groups {
+		ids = append(ids, g.ID)
+		cur[g.ID] = g.Replicas
+	}
+	var out []cluster.Peer
+	for _, id := range ownership.Place(ids, cur, nil, live, d.Replicas)[0] {
+		out = append(out, cluster.Peer{ID: id, Addr: addrs[id]})
+	}
+	return out
 }
 
 // balance spreads the data groups' leaders over the nodes: group g's

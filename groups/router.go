@@ -22,6 +22,14 @@ func (h *Host) Route(slot int) (serve bool, addr string) {
 	gs := h.set.Load()
 	m := gs.owner(slot)
 	if m == nil {
+		// A group placed on other nodes: its recorded leader serves it,
+		// --cluster-redirect forward or not (this node holds no
+		// replica to forward through).
+		if g := gs.dir.Group(gs.dir.Slots[slot]); g != nil && g.Leader != "" && gs.dir.Replicas > 0 {
+			if addr := gs.dir.Nodes[g.Leader]; addr != "" {
+				return false, addr
+			}
+		}
 		return false, ""
 	}
 	if h.cfg.Redirect == Forward || m.node.IsLeader() {
@@ -59,6 +67,9 @@ func (h *Host) Topology() status.Topology {
 		return 0
 	})
 	leaders := map[uint32]string{}
+	for _, g := range d.Groups {
+		leaders[g.ID] = g.Leader // a group not held here: its recorded leader
+	}
 	for _, m := range gs.ordered {
 		leaders[m.id] = m.node.LeaderID()
 	}
@@ -77,7 +88,11 @@ func (h *Host) Topology() status.Topology {
 				sg.Slots += r.End - r.Start + 1
 			}
 		}
-		if m := gs.byID[g.ID]; m != nil {
+		sg.Replicas, sg.Learner = g.Replicas, g.Learner
+		if m := gs.byID[g.ID]; m == nil {
+			sg.Leader = g.Leader
+			sg.Members = g.Replicas
+		} else {
 			st := m.node.ClusterStatus()
 			sg.Leader, sg.Role = st.LeaderID, st.Role
 			sg.Applied, sg.Commit, sg.LastLog = st.AppliedIndex, st.CommitIndex, st.LastLogIndex

@@ -53,4 +53,9 @@ type Group struct {
 	Members []string // node Names in the group's Raft configuration
 	Keys    int      // live keys on this replica (approximate: stored records)
 	Lag     uint64   // LastLog - Applied on this replica
+	// Replicas are the nodes the directory places the group's voters on,
+	// Learner the node being added ("" for none); both empty in a cluster
+	// without a replication factor, where every node holds every group.
+	Replicas []string
+	Learner  string
 }

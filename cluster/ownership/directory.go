@@ -86,10 +86,13 @@ type Group struct {
 	// it. Nodes that join later are added by the group's leader.
 	Peers []Peer
 	// Replicas are the nodes that hold the group's voters (by node id,
-	// sorted), Learner the node being added, "" for none (placement.go);
-	// both empty when Directory.Replicas is 0.
+	// sorted). Learner and Leaving are the change in flight, "" for none
+	// (placement.go): Learner is being added (a non-voter while Replicas
+	// lacks it), then Leaving, if any, leaves. All empty when
+	// Directory.Replicas is 0.
 	Replicas []string
 	Learner  string
+	Leaving  string // the replica the learner replaces, "" when it adds one
 	// Leader is the node that last reported leading the group, in
 	// LeaderTerm: where a node that does not hold the group sends its
 	// clients (-MOVED) and what CLUSTER SLOTS shows.
@@ -135,9 +138,11 @@ const (
 	// replication factor R: each group's replicas are Place's over the
 	// peers.
 	opInitPlaced byte = 8
-	// opAddLearner: uvarint group, node id. Records the node being added
-	// to the group; refused (no change) while another is, or when the
-	// node holds a replica already.
+	// opAddLearner: uvarint group, node id, the id of the replica it
+	// replaces ("" for none). Records the change; refused (no change)
+	// while another is in flight, or when the node holds a replica
+	// already. This op and the three after it
+	// result in 1 when they change the directory, 0 when not.
 	opAddLearner byte = 9
 	// opPromoted: uvarint group, node id. The group's learner became a
 	// voter: it joins Replicas.
@@ -158,8 +163,11 @@ func InitPlacedOp(groups, r int, peers []Peer) []byte {
 	return appendPeers(binary.AppendUvarint(op, uint64(r)), peers)
 }
 
-// AddLearnerOp records node as being added to group g.
-func AddLearnerOp(g uint32, node string) []byte { return groupNodeOp(opAddLearner, g, node) }
+// AddLearnerOp records node as being added to group g, to replace the
+// replica on leaving ("" to add one).
+func AddLearnerOp(g uint32, node, leaving string) []byte {
+	return codec.AppendString(groupNodeOp(opAddLearner, g, node), leaving)
+}
 
 // PromotedOp records that group g's learner node became a voter.
 func PromotedOp(g uint32, node string) []byte { return groupNodeOp(opPromoted, g, node) }
@@ -283,7 +291,7 @@ func (d *Directory) Apply(op []byte, now int64) (*Directory, uint64, error) {
 		for i := range ids {
 			ids[i] = uint32(i + 1)
 		}
-		place := Place(ids, nil, nodes, int(r))
+		place := Place(ids, nil, nil, nodes, int(r))
 		for _, g := range ids {
 			c.Groups = append(c.Groups, Group{ID: g, Peers: placedPeers(peers, place[g]), Replicas: place[g]})
 		}
@@ -295,13 +303,21 @@ func (d *Directory) Apply(op []byte, now int64) (*Directory, uint64, error) {
 	case opAddLearner, opPromoted, opDropReplica, opLeader:
 		gid, node := dec.Uvarint(), string(dec.Bytes())
 		var term uint64
-		if code == opLeader {
+		var leaving string
+		switch code {
+		case opLeader:
 			term = dec.Uvarint()
+		case opAddLearner:
+			leaving = string(dec.Bytes())
 		}
 		if dec.Err != nil || len(dec.B) != 0 || node == "" || gid == 0 || gid > 1<<31 {
 			return nil, 0, ErrBadChange
 		}
-		return d.applyReplicaOp(code, uint32(gid), node, term), 0, nil
+		c := d.applyReplicaOp(code, uint32(gid), node, leaving, term)
+		if c == d {
+			return d, 0, nil
+		}
+		return c, 1, nil // 1: the op changed the directory
 	case opRegister:
 		id, addr := string(dec.Bytes()), string(dec.Bytes())
 		if dec.Err != nil || len(dec.B) != 0 || id == "" {
@@ -401,22 +417,23 @@ func (d *Directory) Apply(op []byte, now int64) (*Directory, uint64, error) {
 
 // applyReplicaOp applies a placement op; d itself when it changes
 // nothing.
-func (d *Directory) applyReplicaOp(code byte, gid uint32, node string, term uint64) *Directory {
+func (d *Directory) applyReplicaOp(code byte, gid uint32, node, leaving string, term uint64) *Directory {
 	g := d.Group(gid)
 	if g == nil || d.Replicas == 0 {
 		return d
 	}
 	switch code {
 	case opAddLearner:
-		if g.Learner != "" || slices.Contains(g.Replicas, node) {
+		if g.Learner != "" || slices.Contains(g.Replicas, node) || (leaving != "" && !slices.Contains(g.Replicas, leaving)) {
 			return d
 		}
 	case opPromoted:
-		if g.Learner != node {
+		if g.Learner != node || slices.Contains(g.Replicas, node) {
 			return d
 		}
 	case opDropReplica:
-		if g.Learner != node && (!slices.Contains(g.Replicas, node) || len(g.Replicas) == 1) {
+		cancel := g.Learner == node && !slices.Contains(g.Replicas, node)
+		if !cancel && (!slices.Contains(g.Replicas, node) || len(g.Replicas) == 1) {
 			return d
 		}
 	case opLeader:
@@ -428,16 +445,21 @@ func (d *Directory) applyReplicaOp(code byte, gid uint32, node string, term uint
 	cg := c.Group(gid)
 	switch code {
 	case opAddLearner:
-		cg.Learner = node
+		cg.Learner, cg.Leaving = node, leaving
 	case opPromoted:
 		cg.Replicas = append(slices.Clone(cg.Replicas), node)
 		slices.Sort(cg.Replicas)
-		cg.Learner = ""
+		if cg.Leaving == "" {
+			cg.Learner = "" // nothing leaves: the change is complete
+		}
 	case opDropReplica:
-		if cg.Learner == node {
-			cg.Learner = ""
-		} else {
-			cg.Replicas = slices.DeleteFunc(slices.Clone(cg.Replicas), func(n string) bool { return n == node })
+		if cg.Learner == node && !slices.Contains(cg.Replicas, node) {
+			cg.Learner, cg.Leaving = "", "" // the change is cancelled
+			break
+		}
+		cg.Replicas = slices.DeleteFunc(slices.Clone(cg.Replicas), func(n string) bool { return n == node })
+		if node == cg.Leaving || node == cg.Learner {
+			cg.Learner, cg.Leaving = "", "" // the change is complete (or its new voter left)
 		}
 		if cg.Leader == node {
 			cg.Leader = ""
@@ -533,7 +555,7 @@ func AppendDirectory(dst []byte, d *Directory) []byte {
 	}
 	// Placement (absent in a directory without a replication factor):
 	// uvarint R, then per group (in Groups' order) its replicas, its
-	// learner, its leader and the leader's term.
+	// learner and the replica leaving, its leader and the leader's term.
 	if d.Replicas == 0 {
 		return dst
 	}
@@ -544,6 +566,7 @@ func AppendDirectory(dst []byte, d *Directory) []byte {
 			dst = codec.AppendString(dst, n)
 		}
 		dst = codec.AppendString(dst, g.Learner)
+		dst = codec.AppendString(dst, g.Leaving)
 		dst = codec.AppendString(dst, g.Leader)
 		dst = binary.AppendUvarint(dst, g.LeaderTerm)
 	}
@@ -612,7 +635,7 @@ func DecodeDirectory(b []byte) (*Directory, error) {
 			for range n {
 				g.Replicas = append(g.Replicas, string(dec.Bytes()))
 			}
-			g.Learner, g.Leader = string(dec.Bytes()), string(dec.Bytes())
+			g.Learner, g.Leaving, g.Leader = string(dec.Bytes()), string(dec.Bytes()), string(dec.Bytes())
 			g.LeaderTerm = dec.Uvarint()
 		}
 	}

@@ -36,6 +36,7 @@ type clusterOptions struct {
 	snapshotInterval  time.Duration
 	diskStallTimeout  time.Duration
 	groups            int
+	replicas          int
 	redirect          string
 }
 
@@ -61,6 +62,7 @@ func addClusterFlags(fs *flag.FlagSet, c *clusterOptions) {
 	fs.Uint64Var(&c.snapshotThreshold, "snapshot-threshold", 8192, "cluster mode: log entries between Raft snapshots")
 	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", 30*time.Second, "cluster mode: how often Raft checks --snapshot-threshold (each check waits this to twice this)")
 	fs.IntVar(&c.groups, "groups", 0, "cluster mode: shard the keyspace over this many Raft groups behind the Redis Cluster protocol (first start only; 0: one Raft group, no hash slots)")
+	fs.IntVar(&c.replicas, "replicas", 3, "cluster mode with --groups: voters per Raft group, placed over the nodes, and voters of the meta group (first start only; a cluster of fewer nodes has every group on every node)")
 	fs.StringVar(&c.redirect, "cluster-redirect", "moved", "cluster mode with --groups: for a key whose group this node does not lead, answer -MOVED (moved, for Redis Cluster clients) or forward it to that group's leader (forward, for other clients)")
 	fs.DurationVar(&c.diskStallTimeout, "raft-disk-stall-timeout", time.Second, "cluster mode: a leader whose Raft log write has not finished within this exits with status 3, so that another node leads (0: never)")
 }
@@ -95,6 +97,9 @@ func (c *clusterOptions) check() error {
 	if c.groups < 0 || c.groups > 1024 {
 		return fmt.Errorf("--groups must be between 0 and 1024")
 	}
+	if c.replicas < 1 || c.replicas > 7 {
+		return fmt.Errorf("--replicas must be between 1 and 7")
+	}
 	if _, err := groups.ParseRedirect(c.redirect); err != nil {
 		return fmt.Errorf("invalid value for --cluster-redirect: %v", err)
 	}
@@ -127,6 +132,7 @@ func openHost(ctx context.Context, c clusterOptions, shards int, dir string, res
 		Groups:   c.groups,
 		Shards:   shards,
 		Redirect: redirect,
+		Replicas: c.replicas,
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,246 @@
+package groups
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rlserver/rlserver/cluster"
+	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/slots"
+)
+
+// placedHost starts one host of a placed cluster (Replicas 3).
+func placedHost(t *testing.T, th *thost, peers []cluster.Peer, groups int) {
+	t.Helper()
+	cfg := hostConfig(th, peers, groups)
+	cfg.Replicas = 3
+	if os.Getenv("RL_TEST_LOG") != "" {
+		cfg.Node.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", th.id)
+	}
+	h, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th.h = h
+}
+
+// placementSettled: every group has three voters and no learner in the
+// directory, its Raft configuration on its leader is those three voters,
+// every host holds exactly the groups placed on it, and every group's
+// recorded leader is its leader.
+func placementSettled(hosts []*thost) (bool, string) {
+	var d = hosts[0].h.meta.Directory()
+	if d.Epoch == 0 || len(d.Groups) == 0 {
+		return false, "no directory yet"
+	}
+	for _, th := range hosts {
+		if th.h.meta.Directory().Epoch != d.Epoch {
+			return false, "directories differ"
+		}
+	}
+	load := map[string]int{}
+	for _, th := range hosts {
+		load[th.id] = 0
+	}
+	for _, g := range d.Groups {
+		for _, n := range g.Replicas {
+			load[n]++
+		}
+	}
+	if lo, hi := slices.Min(slices.Collect(maps.Values(load))), slices.Max(slices.Collect(maps.Values(load))); hi-lo > 1 {
+		var gs []string
+		for _, g := range d.Groups {
+			gs = append(gs, fmt.Sprintf("g%d=%v+%q-%q", g.ID, g.Replicas, g.Learner, g.Leaving))
+		}
+		return false, fmt.Sprintf("replicas by node %v: %v", load, gs)
+	}
+	for _, g := range d.Groups {
+		if len(g.Replicas) != 3 || g.Learner != "" {
+			return false, fmt.Sprintf("group %d: replicas %v learner %q", g.ID, g.Replicas, g.Learner)
+		}
+		var leader *member
+		for _, th := range hosts {
+			m := th.h.set.Load().byID[g.ID]
+			if placed := slices.Contains(g.Replicas, th.id); placed != (m != nil) {
+				return false, fmt.Sprintf("group %d open on %s: %v, placed: %v", g.ID, th.id, m != nil, placed)
+			}
+			if m != nil && m.node.IsLeader() {
+				leader = m
+				if g.Leader != th.id {
+					return false, fmt.Sprintf("group %d led by %s, recorded %q", g.ID, th.id, g.Leader)
+				}
+			}
+		}
+		if leader == nil {
+			return false, fmt.Sprintf("group %d has no leader", g.ID)
+		}
+		var voters []string
+		for _, n := range leader.node.ClusterStatus().Nodes {
+			if !n.Voter {
+				return false, fmt.Sprintf("group %d has a non-voter %s", g.ID, n.ID)
+			}
+			voters = append(voters, n.ID)
+		}
+		slices.Sort(voters)
+		if !slices.Equal(voters, g.Replicas) {
+			return false, fmt.Sprintf("group %d: configuration %v, placement %v", g.ID, voters, g.Replicas)
+		}
+	}
+	return true, ""
+}
+
+func waitSettled(t *testing.T, hosts []*thost, timeout time.Duration) {
+	t.Helper()
+	var why string
+	deadline := time.Now().Add(timeout)
+	for {
+		var ok bool
+		if ok, why = placementSettled(hosts); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("placement not settled after %v: %s", timeout, why)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestPlacedClusterGrows: a three-node cluster with replication factor 3
+// and six groups grows to five nodes through Join. The new nodes join
+// the meta group as non-voters, replicas move onto them (learner, then
+// voter, then the old replica removed) until every node holds its share
+// (18 replicas: 3 or 4 a node), no group ever has more than one change in
+// flight, the keys decided before the moves are still decided after, and
+// a node asked for a key of a group it does not hold answers -MOVED to
+// that group's leader.
+func TestPlacedClusterGrows(t *testing.T) {
+	const ngroups = 6
+	var hosts []*thost
+	var peers []cluster.Peer
+	for i := range 3 {
+		th := &thost{id: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), raft: freeAddr(t), resp: fmt.Sprintf("127.0.0.1:%d", 17000+i)}
+		hosts = append(hosts, th)
+		peers = append(peers, cluster.Peer{ID: th.id, Addr: th.raft})
+	}
+	for _, th := range hosts {
+		placedHost(t, th, peers, ngroups)
+	}
+	t.Cleanup(func() {
+		for _, th := range hosts {
+			th.h.Close()
+		}
+	})
+	waitSettled(t, hosts, 30*time.Second)
+	ctx := context.Background()
+	// Drain one key per group's slots: 64 keys, capacity 1.
+	var reqs []engine.Request
+	for i := range 64 {
+		reqs = append(reqs, engine.Request{Op: engine.OpGCRA, Key: []byte(fmt.Sprintf("k%d", i)), Limit: 1, Interval: int64(time.Hour), Cost: 1})
+	}
+	decide := func(via *thost) []engine.Result {
+		t.Helper()
+		res := make([]engine.Result, len(reqs))
+		if err := via.h.Do(ctx, reqs, res); err != nil {
+			t.Fatalf("via %s: %v", via.id, err)
+		}
+		return res
+	}
+	for i, r := range decide(hosts[0]) {
+		if !r.Allowed {
+			t.Fatalf("first decision on %s refused: %+v", reqs[i].Key, r)
+		}
+	}
+	for i := 3; i < 5; i++ {
+		th := &thost{id: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), raft: freeAddr(t), resp: fmt.Sprintf("127.0.0.1:%d", 17000+i)}
+		placedHost(t, th, nil, 0)
+		hosts = append(hosts, th)
+		if err := hosts[i%3].h.Join(ctx, th.id, th.h.RaftAddr()); err != nil {
+			t.Fatalf("join %s: %v", th.id, err)
+		}
+	}
+	waitSettled(t, hosts, 60*time.Second)
+	load := map[string]int{}
+	for _, g := range hosts[0].h.meta.Directory().Groups {
+		for _, n := range g.Replicas {
+			load[n]++
+		}
+	}
+	for _, th := range hosts {
+		if load[th.id] < 3 || load[th.id] > 4 {
+			t.Fatalf("unbalanced after the joins: %v", load)
+		}
+	}
+	// Each replica moved once: the new nodes' share (18 replicas over
+	// five nodes: 7 for the two), not a change reversed by the next.
+	var adds int64
+	for _, th := range hosts {
+		adds += th.h.replicaAdds.Load()
+	}
+	if adds > 8 {
+		t.Fatalf("%d replica additions for two new nodes' share of 7", adds)
+	}
+	st := hosts[0].h.meta.ClusterStatus()
+	voters := 0
+	for _, n := range st.Nodes {
+		if n.Voter {
+			voters++
+		}
+	}
+	if len(st.Nodes) != 5 || voters != 3 {
+		t.Fatalf("meta group: %d members, %d voters; want 5 and 3", len(st.Nodes), voters)
+	}
+	// Every key stays decided (capacity 1, drained): through each node
+	// that holds the key's group.
+	d := hosts[0].h.meta.Directory()
+	for i, req := range reqs {
+		g := d.Group(d.Slots[slots.Of(req.Key)])
+		var via *thost
+		for _, th := range hosts {
+			if th.id == g.Leader {
+				via = th
+			}
+		}
+		res := make([]engine.Result, 1)
+		if err := via.h.Do(ctx, reqs[i:i+1], res); err != nil {
+			t.Fatal(err)
+		}
+		if res[0].Allowed {
+			t.Fatalf("key %s (group %d, now on %v) admitted again after the moves", req.Key, g.ID, g.Replicas)
+		}
+		// A node without the group redirects to its leader.
+		for _, th := range hosts {
+			if slices.Contains(g.Replicas, th.id) {
+				continue
+			}
+			// The leader's record reaches each node's replica of the meta
+			// group in its own time, and leadership may move meanwhile
+			// (the preferred-leader hand-off): the redirect must reach
+			// the group's leader of the moment.
+			waitFor(t, 10*time.Second, fmt.Sprintf("%s to redirect key %s of group %d to its leader", th.id, req.Key, g.ID), func() bool {
+				serve, addr := th.h.Route(slots.Of(req.Key))
+				for _, o := range hosts {
+					if m := o.h.set.Load().byID[g.ID]; m != nil && m.node.IsLeader() {
+						return !serve && addr == o.resp
+					}
+				}
+				return false
+			})
+		}
+	}
+	// Dropped replicas' folders are gone.
+	for _, th := range hosts {
+		for _, g := range d.Groups {
+			if !slices.Contains(g.Replicas, th.id) {
+				if _, err := os.Stat(th.h.groupDir(g.ID)); err == nil {
+					t.Fatalf("%s keeps the folder of group %d, placed on %v", th.id, g.ID, g.Replicas)
+				}
+			}
+		}
+	}
+}
