@@ -37,6 +37,7 @@ type clusterOptions struct {
 	diskStallTimeout  time.Duration
 	groups            int
 	replicas          int
+	nodeDeadAfter     time.Duration
 	redirect          string
 }
 
@@ -63,6 +64,7 @@ func addClusterFlags(fs *flag.FlagSet, c *clusterOptions) {
 	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", 30*time.Second, "cluster mode: how often Raft checks --snapshot-threshold (each check waits this to twice this)")
 	fs.IntVar(&c.groups, "groups", 0, "cluster mode: shard the keyspace over this many Raft groups behind the Redis Cluster protocol (first start only; 0: one Raft group, no hash slots)")
 	fs.IntVar(&c.replicas, "replicas", 3, "cluster mode with --groups: voters per Raft group, placed over the nodes, and voters of the meta group (first start only; a cluster of fewer nodes has every group on every node)")
+	fs.DurationVar(&c.nodeDeadAfter, "node-dead-after", 5*time.Minute, "cluster mode with --groups and --replicas: a node unreachable this long is taken for dead and its replicas are rebuilt on the other nodes")
 	fs.StringVar(&c.redirect, "cluster-redirect", "moved", "cluster mode with --groups: for a key whose group this node does not lead, answer -MOVED (moved, for Redis Cluster clients) or forward it to that group's leader (forward, for other clients)")
 	fs.DurationVar(&c.diskStallTimeout, "raft-disk-stall-timeout", time.Second, "cluster mode: a leader whose Raft log write has not finished within this exits with status 3, so that another node leads (0: never)")
 }
@@ -97,6 +99,9 @@ func (c *clusterOptions) check() error {
 	if c.groups < 0 || c.groups > 1024 {
 		return fmt.Errorf("--groups must be between 0 and 1024")
 	}
+	if c.nodeDeadAfter < time.Second {
+		return fmt.Errorf("--node-dead-after must be at least 1s")
+	}
 	if c.replicas < 1 || c.replicas > 7 {
 		return fmt.Errorf("--replicas must be between 1 and 7")
 	}
@@ -128,11 +133,12 @@ func openCluster(ctx context.Context, c clusterOptions, eng *engine.Engine, dir 
 func openHost(ctx context.Context, c clusterOptions, shards int, dir string, respAddr net.Addr, password string, sec security, log *slog.Logger) (*groups.Host, error) {
 	redirect, _ := groups.ParseRedirect(c.redirect)
 	h, err := groups.Open(groups.Config{
-		Node:     nodeConfig(c, dir, respAddr, sec, log),
-		Groups:   c.groups,
-		Shards:   shards,
-		Redirect: redirect,
-		Replicas: c.replicas,
+		Node:          nodeConfig(c, dir, respAddr, sec, log),
+		Groups:        c.groups,
+		Shards:        shards,
+		Redirect:      redirect,
+		Replicas:      c.replicas,
+		NodeDeadAfter: c.nodeDeadAfter,
 	})
 	if err != nil {
 		return nil, err
