@@ -244,3 +244,105 @@ func TestPlacedClusterGrows(t *testing.T) {
 		}
 	}
 }
+
+// TestPlacedClusterHeals: in a five-node placed cluster, a node that
+// stops for good is taken for dead after NodeDeadAfter, and every group
+// it held is back to three voters on the live nodes (a new replica added
+// before the dead one is dropped), with the keys decided before still
+// decided.
+func TestPlacedClusterHeals(t *testing.T) {
+	const ngroups = 4
+	var hosts []*thost
+	var peers []cluster.Peer
+	for i := range 5 {
+		th := &thost{id: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), raft: freeAddr(t), resp: fmt.Sprintf("127.0.0.1:%d", 17100+i)}
+		hosts = append(hosts, th)
+		if i < 3 {
+			peers = append(peers, cluster.Peer{ID: th.id, Addr: th.raft})
+		}
+	}
+	start := func(th *thost, peers []cluster.Peer, groups int) {
+		cfg := hostConfig(th, peers, groups)
+		cfg.Replicas = 3
+		cfg.NodeDeadAfter = 2 * time.Second
+		h, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		th.h = h
+	}
+	for _, th := range hosts[:3] {
+		start(th, peers, ngroups)
+	}
+	t.Cleanup(func() {
+		for _, th := range hosts {
+			if th.h != nil {
+				th.h.Close()
+			}
+		}
+	})
+	waitSettled(t, hosts[:3], 30*time.Second)
+	ctx := context.Background()
+	for _, th := range hosts[3:] {
+		start(th, nil, 0)
+		if err := hosts[0].h.Join(ctx, th.id, th.h.RaftAddr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitSettled(t, hosts, 60*time.Second)
+	var reqs []engine.Request
+	for i := range 32 {
+		reqs = append(reqs, engine.Request{Op: engine.OpGCRA, Key: []byte(fmt.Sprintf("h%d", i)), Limit: 1, Interval: int64(time.Hour), Cost: 1})
+	}
+	do := func(req engine.Request, live []*thost) engine.Result {
+		t.Helper()
+		var res [1]engine.Result
+		waitFor(t, 20*time.Second, "a leader to decide "+string(req.Key), func() bool {
+			d := live[0].h.meta.Directory()
+			g := d.Group(d.Slots[slots.Of(req.Key)])
+			for _, th := range live {
+				if m := th.h.set.Load().byID[g.ID]; m != nil && m.node.IsLeader() {
+					return th.h.Do(ctx, []engine.Request{req}, res[:]) == nil && res[0].Err == nil
+				}
+			}
+			return false
+		})
+		return res[0]
+	}
+	for _, req := range reqs {
+		if r := do(req, hosts); !r.Allowed {
+			t.Fatalf("first decision on %s refused", req.Key)
+		}
+	}
+	// Stop a node that is not the meta leader, for good.
+	var dead *thost
+	for _, th := range hosts {
+		if !th.h.meta.IsLeader() {
+			dead = th
+		}
+	}
+	dead.h.Close()
+	dead.h = nil
+	var live []*thost
+	for _, th := range hosts {
+		if th != dead {
+			live = append(live, th)
+		}
+	}
+	began := time.Now()
+	waitFor(t, 60*time.Second, "the dead node's groups to have three live voters", func() bool {
+		for _, g := range live[0].h.meta.Directory().Groups {
+			if slices.Contains(g.Replicas, dead.id) || g.Learner == dead.id {
+				return false
+			}
+		}
+		ok, _ := placementSettled(live)
+		return ok
+	})
+	t.Logf("healed %v after the node stopped (dead-after 2s)", time.Since(began).Round(time.Millisecond))
+	for _, req := range reqs {
+		if r := do(req, live); r.Allowed {
+			t.Fatalf("key %s admitted again after the heal", req.Key)
+		}
+	}
+}
