@@ -390,7 +390,13 @@ func (rc *rawConn) do(s, want string) {
 // read reads one reply.
 func (rc *rawConn) read() value {
 	rc.t.Helper()
-	rc.c.SetReadDeadline(time.Now().Add(ioTimeout))
+	return rc.readWithin(ioTimeout)
+}
+
+// readWithin reads one reply that may take up to d.
+func (rc *rawConn) readWithin(d time.Duration) value {
+	rc.t.Helper()
+	rc.c.SetReadDeadline(time.Now().Add(d))
 	v, err := readValue(rc.r)
 	if err != nil {
 		rc.t.Fatalf("reading a reply: %v", err)

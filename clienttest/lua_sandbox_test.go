@@ -213,8 +213,12 @@ func TestLuaMemoryLimit(t *testing.T) {
 		"local t = {} for i = 1, 70 do t[i] = string.rep('y', 1048576) end return #table.concat(t)",        // table.concat
 		"local a = {} for i = 1, 30 do a = {a, a} end return a",                                            // the reply
 	} {
+		began := time.Now()
 		c.send(respCommand("EVAL", src, "0"))
-		v := c.read()
+		// Filling 64 MB takes 1-3 s on a loaded machine, five to ten
+		// times that under the race detector.
+		v := c.readWithin(90 * time.Second)
+		t.Logf("%.40s...: %v", src, time.Since(began).Round(time.Millisecond))
 		if v.kind != '-' || !strings.HasPrefix(v.str, "ERR Error running script ") || !strings.HasSuffix(v.str, ", not enough memory") {
 			t.Errorf("%s\n\tanswers %v, want ERR Error running script <sha>, not enough memory", src, v)
 		}
