@@ -123,6 +123,14 @@ func (n *Node) FollowMembership(ctx context.Context, m Membership) (bool, error)
 	for _, s := range servers {
 		role[string(s.ID)] = s.Suffrage
 	}
+	if role[n.cfg.NodeID] != raft.Voter {
+		// A non-voter that leads (handed the leadership by mistake):
+		// give it to a voter, which carries the change on.
+		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			return false, exported(errNotLeader)
+		}
+		return true, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.CommitTimeout)
 	defer cancel()
 	if l := m.Learner; l != "" && m.Addrs[l] != "" {

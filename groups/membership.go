@@ -168,7 +168,15 @@ func (h *Host) balance() {
 			if !m.node.IsLeader() || time.Since(last[m.id]) < 10*time.Second {
 				continue
 			}
-			p, ok := preferredLeader(m.id, m.node.Peers())
+			// Voters only: a non-voter (a learner being added) must
+			// never be handed the leadership.
+			var voters []cluster.Peer
+			for _, n := range m.node.ClusterStatus().Nodes {
+				if n.Voter {
+					voters = append(voters, cluster.Peer{ID: n.ID, Addr: n.RaftAddr})
+				}
+			}
+			p, ok := preferredLeader(m.id, voters)
 			if !ok || p.ID == h.cfg.Node.NodeID || !reachable(p.Addr) {
 				continue
 			}

@@ -62,7 +62,14 @@ func placementSettled(hosts []*thost) (bool, string) {
 	}
 	for _, g := range d.Groups {
 		if len(g.Replicas) != 3 || g.Learner != "" {
-			return false, fmt.Sprintf("group %d: replicas %v learner %q", g.ID, g.Replicas, g.Learner)
+			why := fmt.Sprintf("group %d: replicas %v learner %q leaving %q", g.ID, g.Replicas, g.Learner, g.Leaving)
+			for _, th := range hosts {
+				if m := th.h.set.Load().byID[g.ID]; m != nil {
+					st := m.node.ClusterStatus()
+					why += fmt.Sprintf("; %s: %s leader=%s voter=%v caughtup=%v commit=%d applied=%d members=%d", th.id, st.Role, st.LeaderID, m.node.Voter(), m.node.CaughtUp(learnerLag), st.CommitIndex, st.AppliedIndex, len(st.Nodes))
+				}
+			}
+			return false, why
 		}
 		var leader *member
 		for _, th := range hosts {
