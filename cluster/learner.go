@@ -32,15 +32,7 @@ func (n *Node) JoinNonvoter(ctx context.Context, id, raftAddr string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.CommitTimeout)
 	defer cancel()
-	for {
-		err := n.addNonvoter(ctx, id, raftAddr, false)
-		if err == nil || !retryable(err) {
-			return exported(err)
-		}
-		if !n.pause(ctx) {
-			return n.notAppended()
-		}
-	}
+	return n.retryChange(ctx, func() error { return n.addNonvoter(ctx, id, raftAddr, false) })
 }
 
 func (n *Node) addNonvoter(ctx context.Context, id, addr string, localOnly bool) error {

@@ -607,8 +607,14 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 }
 
 func (n *Node) membership(ctx context.Context, id, addr string) error {
+	return n.retryChange(ctx, func() error { return n.changeMembership(ctx, id, addr, false) })
+}
+
+// retryChange runs a membership change until it is done or cannot be
+// retried, waiting between tries, at most until ctx ends.
+func (n *Node) retryChange(ctx context.Context, change func() error) error {
 	for {
-		err := n.changeMembership(ctx, id, addr, false)
+		err := change()
 		if err == nil || !retryable(err) {
 			return exported(err)
 		}
