@@ -309,7 +309,7 @@ func (n *Node) handleForwardMsg(ctx context.Context, typ byte, payload []byte) (
 			return statusBadRequest, nil
 		}
 		if len(d.B) > 0 && d.B[0] == joinNonvoter {
-			return statusOf(n.addNonvoter(ctx, id, addr, true)), nil
+			return statusOf(n.changeMembershipAs(ctx, id, addr, true, true)), nil
 		}
 		return statusOf(n.changeMembership(ctx, id, addr, true)), nil
 	case msgRemove:

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/rlserver/rlserver/cluster/internal/codec"
 )
 
 // Non-voting members and a group's membership made to follow a record.
@@ -32,25 +31,7 @@ func (n *Node) JoinNonvoter(ctx context.Context, id, raftAddr string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.CommitTimeout)
 	defer cancel()
-	return n.retryChange(ctx, func() error { return n.addNonvoter(ctx, id, raftAddr, false) })
-}
-
-func (n *Node) addNonvoter(ctx context.Context, id, addr string, localOnly bool) error {
-	if n.removed.Load() {
-		return ErrRemoved
-	}
-	if n.raft.State() != raft.Leader {
-		if localOnly {
-			return errNotLeader
-		}
-		body := append(codec.AppendString(codec.AppendString(nil, id), addr), joinNonvoter)
-		_, err := n.forward(ctx, msgJoin, body)
-		return err
-	}
-	if _, ok := n.member(id); ok {
-		return nil
-	}
-	return n.waitConfig(ctx, n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, n.cfg.CommitTimeout))
+	return n.retryChange(ctx, func() error { return n.changeMembershipAs(ctx, id, raftAddr, false, true) })
 }
 
 // member returns id's entry in the latest configuration.

@@ -627,6 +627,13 @@ func (n *Node) retryChange(ctx context.Context, change func() error) error {
 // changeMembership adds (addr != "") or removes a server on the leader, or
 // forwards the change to it.
 func (n *Node) changeMembership(ctx context.Context, id, addr string, localOnly bool) error {
+	return n.changeMembershipAs(ctx, id, addr, localOnly, false)
+}
+
+// changeMembershipAs is changeMembership; nonvoter adds the server as a
+// non-voter (learner.go), and a server that is a member already keeps
+// its role.
+func (n *Node) changeMembershipAs(ctx context.Context, id, addr string, localOnly, nonvoter bool) error {
 	if n.removed.Load() {
 		return ErrRemoved
 	}
@@ -637,6 +644,9 @@ func (n *Node) changeMembership(ctx context.Context, id, addr string, localOnly 
 		typ, body := msgRemove, codec.AppendString(nil, id)
 		if addr != "" {
 			typ, body = msgJoin, codec.AppendString(codec.AppendString(nil, id), addr)
+			if nonvoter {
+				body = append(body, joinNonvoter)
+			}
 		}
 		_, err := n.forward(ctx, typ, body)
 		return err
@@ -648,7 +658,14 @@ func (n *Node) changeMembership(ctx context.Context, id, addr string, localOnly 
 		if err := n.checkDeadline(ctx, time.Now()); err != nil {
 			return err
 		}
-		f = n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, n.cfg.CommitTimeout)
+		if nonvoter {
+			if _, ok := n.member(id); ok {
+				return nil
+			}
+			f = n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, n.cfg.CommitTimeout)
+		} else {
+			f = n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, n.cfg.CommitTimeout)
+		}
 	} else {
 		cf := n.raft.GetConfiguration()
 		if err := cf.Error(); err != nil {
