@@ -19,8 +19,11 @@ import (
 // (it is: the former leader steps down and is found here like a
 // follower). So watchRemoval polls the latest configuration.
 //
-// A node counts as removed when its latest configuration lacks it after
-// an earlier one (in this run) listed it. A node that has never seen itself
+// A node counts as removed when its latest configuration has lacked it for
+// removalGrace after an earlier one (in this run) listed it: a node that
+// rejoins under the id of a removed one, with an empty folder, replays
+// its predecessor's history (listed, then removed, then added again),
+// and its log lists it again within a few appends. A node that has never seen itself
 // listed is not removed: one waiting to be added, or one catching up after
 // a join (it replays older configurations without itself first). A removed
 // node that is restarted with its data is therefore not recognised: it
@@ -44,6 +47,7 @@ func (n *Node) watchRemoval() {
 	t := time.NewTicker(removalPoll)
 	defer t.Stop()
 	wasListed := false
+	var unlistedSince time.Time
 	for first := true; ; first = false {
 		if !first {
 			select {
@@ -61,19 +65,28 @@ func (n *Node) watchRemoval() {
 		for _, s := range conf.Servers {
 			listed = listed || string(s.ID) == n.cfg.NodeID
 		}
-		switch {
-		case listed || n.listed.Load():
-			wasListed = true
-			if !listed && len(conf.Servers) > 0 {
-				n.markRemoved(conf)
-				return
-			}
-		case wasListed && len(conf.Servers) > 0:
+		wasListed = wasListed || listed || n.listed.Load()
+		if listed || !wasListed || len(conf.Servers) == 0 {
+			unlistedSince = time.Time{}
+			continue
+		}
+		// Unlisted after being listed: removed, unless this is a node
+		// catching up through an earlier incarnation's history (same id,
+		// removed, then joined again with an empty folder), whose log
+		// lists it again a few appends later.
+		if unlistedSince.IsZero() {
+			unlistedSince = time.Now()
+		}
+		if time.Since(unlistedSince) >= removalGrace {
 			n.markRemoved(conf)
 			return
 		}
 	}
 }
+
+// removalGrace is how long a node's latest configuration must lack it
+// before it counts itself removed (the leader's notice is at once).
+const removalGrace = 2 * time.Second
 
 func (n *Node) markRemoved(conf raft.Configuration) {
 	ids := make([]string, 0, len(conf.Servers))
@@ -138,12 +151,33 @@ func (n *Node) tellRemoved(id string, addr raft.ServerAddress) {
 	}
 }
 
-// handleRemoved answers msgRemoved: the leader removed this node.
+// listedNow reports whether this process has seen itself in a
+// configuration: a process that has not is a new incarnation (an empty
+// folder joining again under the same id), which a notice still being
+// retried for the removed one must not stop.
+func (n *Node) listedNow() bool {
+	if n.listed.Load() {
+		return true
+	}
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == n.cfg.NodeID {
+			return true
+		}
+	}
+	return false
+}
+
+// handleRemoved answers msgRemoved: the leader removed this node (ignored,
+// but answered, by a process that never saw itself listed).
 func (n *Node) handleRemoved(id string) byte {
 	if id != n.cfg.NodeID {
 		return statusBadRequest
 	}
-	if !n.removed.Load() {
+	if !n.removed.Load() && n.listedNow() {
 		go func() {
 			conf := raft.Configuration{}
 			if f := n.raft.GetConfiguration(); f.Error() == nil {
