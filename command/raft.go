@@ -22,7 +22,9 @@ func orDash(s string) string {
 }
 
 // RaftNodes is RL.CLUSTER NODES's text: id raft_addr resp_addr flags,
-// one member per line.
+// one member per line; in a cluster with a replication factor each line
+// ends with " replicas=N leads=M" (groups the node holds a replica of,
+// and leads), and the flags include dead and draining when they apply.
 func RaftNodes(st status.Cluster) string {
 	var b strings.Builder
 	for _, n := range st.Nodes {
@@ -38,7 +40,17 @@ func RaftNodes(st status.Cluster) string {
 		if !n.Voter {
 			flags = append(flags, "nonvoter")
 		}
-		b.WriteString(n.ID + " " + n.RaftAddr + " " + orDash(n.RESPAddr) + " " + strings.Join(flags, ",") + "\n")
+		if n.Dead {
+			flags = append(flags, "dead")
+		}
+		if n.Draining {
+			flags = append(flags, "draining")
+		}
+		b.WriteString(n.ID + " " + n.RaftAddr + " " + orDash(n.RESPAddr) + " " + strings.Join(flags, ","))
+		if n.Placed {
+			b.WriteString(" replicas=" + strconv.Itoa(n.Replicas) + " leads=" + strconv.Itoa(n.Leads))
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }

@@ -25,6 +25,7 @@ func (h *Host) ClusterStatus() status.Cluster {
 		if a := d.Nodes[st.Nodes[i].ID]; a != "" {
 			st.Nodes[i].RESPAddr = a
 		}
+		st.Nodes[i].PlacedNode = placedNode(d, st.Nodes[i].ID)
 	}
 	return st
 }
@@ -57,7 +58,16 @@ func (h *Host) Join(ctx context.Context, id, raftAddr string) error {
 
 // Remove removes a node from every data group, then from the meta group
 // and the directory (RL.CLUSTER REMOVE).
+//
+// In a placed cluster it drains the node instead: the directory records
+// it as draining, the meta group's leader moves its replicas to the
+// other nodes (each group adds its new replica before it drops the old
+// one) and then removes it. Remove waits for that up to drainWait; the
+// drain goes on after it returns, also across meta leaders.
 func (h *Host) Remove(ctx context.Context, id string) error {
+	if d := h.meta.Directory(); d.Replicas > 0 {
+		return h.drain(ctx, id)
+	}
 	for _, m := range h.set.Load().ordered {
 		if err := m.node.Remove(ctx, id); err != nil && !isUnknownNode(err) {
 			return fmt.Errorf("group %d: %w", m.id, err)
@@ -67,6 +77,47 @@ func (h *Host) Remove(ctx context.Context, id string) error {
 		return err
 	}
 	return h.meta.ForgetNode(ctx, id)
+}
+
+// drainWait is how long RL.CLUSTER REMOVE waits for a drain to finish.
+const drainWait = 60 * time.Second
+
+func (h *Host) drain(ctx context.Context, id string) error {
+	d := h.meta.Directory()
+	if _, known := d.Nodes[id]; !known {
+		if slices.ContainsFunc(h.meta.Peers(), func(p cluster.Peer) bool { return p.ID == id }) {
+			return h.meta.Remove(ctx, id) // a member that never registered
+		}
+		return cluster.ErrUnknownNode
+	}
+	if id == h.cfg.Node.NodeID && len(h.meta.Peers()) == 1 {
+		return ownership.NewError("only node", "ERR cannot remove the only node of the cluster")
+	}
+	cctx, cancel := context.WithTimeout(ctx, h.commitTimeout())
+	_, err := h.meta.ChangeDirectory(cctx, ownership.NodeStateOp(id, d.States[id]|ownership.NodeDraining))
+	cancel()
+	if err != nil {
+		return err
+	}
+	h.log.Info("node draining: its replicas move to the other nodes, then it leaves", "node", id)
+	deadline := time.Now().Add(drainWait)
+	for {
+		d := h.meta.Directory()
+		if _, known := d.Nodes[id]; !known {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			text := fmt.Sprintf("ERR node %s is still draining: %d replicas left to move; it leaves the cluster once they have (RL.CLUSTER NODES shows it)", id, h.replicasOn(d, id))
+			return ownership.NewError(text[4:], text)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-h.closing:
+			return cluster.ErrShutdown
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func isUnknownNode(err error) bool { return errors.Is(err, cluster.ErrUnknownNode) }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rlserver/rlserver/cluster"
 	"github.com/rlserver/rlserver/cluster/ownership"
+	"github.com/rlserver/rlserver/status"
 )
 
 // Replicas that follow the directory's placement (cluster/ownership
@@ -96,6 +97,7 @@ type liveness struct {
 	lastSeen map[string]time.Time
 	dead     map[string]bool
 	probing  map[string]bool
+	answered map[string]bool // a probe reached the node since this leader took over
 }
 
 // deadAfter is the NodeDeadAfter setting.
@@ -107,19 +109,21 @@ func (h *Host) deadAfter() time.Duration {
 }
 
 // liveMembers probes every member (in the background, at most one probe
-// per node at a time) and returns those not taken for dead.
-func (h *Host) liveMembers(ids []string, addrs map[string]string) []string {
+// per node at a time) and returns those not taken for dead. A node the
+// directory records as dead stays dead until a probe reaches it (a new
+// leader does not give it a fresh period).
+func (h *Host) liveMembers(ids []string, addrs map[string]string, d *ownership.Directory) []string {
 	l := &h.liveness
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.lastSeen == nil {
-		l.lastSeen, l.dead, l.probing = map[string]time.Time{}, map[string]bool{}, map[string]bool{}
+		l.lastSeen, l.dead, l.probing, l.answered = map[string]time.Time{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
 	}
 	now := time.Now()
 	var live []string
 	for _, id := range ids {
 		if id == h.cfg.Node.NodeID {
-			l.lastSeen[id] = now
+			l.lastSeen[id], l.answered[id] = now, true
 		}
 		if _, ok := l.lastSeen[id]; !ok {
 			l.lastSeen[id] = now // first seen: give it the full period
@@ -132,11 +136,11 @@ func (h *Host) liveMembers(ids []string, addrs map[string]string) []string {
 				defer l.mu.Unlock()
 				l.probing[id] = false
 				if ok && l.lastSeen != nil {
-					l.lastSeen[id] = time.Now()
+					l.lastSeen[id], l.answered[id] = time.Now(), true
 				}
 			}(id, addrs[id])
 		}
-		dead := now.Sub(l.lastSeen[id]) > h.deadAfter()
+		dead := now.Sub(l.lastSeen[id]) > h.deadAfter() || (d.States[id]&ownership.NodeDead != 0 && !l.answered[id])
 		if dead != l.dead[id] {
 			l.dead[id] = dead
 			if dead {
@@ -156,7 +160,7 @@ func (h *Host) liveMembers(ids []string, addrs map[string]string) []string {
 // group).
 func (h *Host) forgetLiveness() {
 	h.liveness.mu.Lock()
-	h.liveness.lastSeen, h.liveness.dead = nil, nil
+	h.liveness.lastSeen, h.liveness.dead, h.liveness.answered = nil, nil, nil
 	h.liveness.mu.Unlock()
 }
 
@@ -175,15 +179,21 @@ func (h *Host) DeadNodes() []string {
 	return out
 }
 
-// placeGroups runs on the meta group's leader: it records the next
-// placement change of every group, and keeps R live voters in the meta
-// group.
+// placeGroups runs on the meta group's leader: it records which nodes
+// are dead, records the next placement change of every group, keeps R
+// live voters in the meta group, and lets a drained node leave.
 func (h *Host) placeGroups(d *ownership.Directory) {
 	members, addrs, _ := h.members()
-	live := h.liveMembers(members, addrs)
+	live := h.liveMembers(members, addrs, d)
 	ctx, cancel := context.WithTimeout(context.Background(), h.commitTimeout())
 	defer cancel()
+	if !h.recordStates(ctx, d, members, live) {
+		return
+	}
+	// Replicas go on live nodes that are not draining.
+	live = slices.DeleteFunc(live, func(id string) bool { return d.States[id]&ownership.NodeDraining != 0 })
 	h.keepMetaVoters(ctx, d.Replicas, live)
+	h.leaveDrained(ctx, d, members)
 	ids := make([]uint32, len(d.Groups))
 	cur := make(map[uint32][]string, len(d.Groups))
 	keep := make(map[uint32]string, len(d.Groups)) // changes in flight are finished, not reversed
@@ -224,6 +234,67 @@ func (h *Host) placeGroups(d *ownership.Directory) {
 			h.log.Info("replica move: a replica leaves the group", "group", g.ID, "node", drop)
 		}
 	}
+}
+
+// recordStates records each member's liveness in the directory (the
+// draining bit is the operator's and is kept); false when the meta group
+// cannot take it now.
+func (h *Host) recordStates(ctx context.Context, d *ownership.Directory, members, live []string) bool {
+	for _, id := range members {
+		want := d.States[id] &^ ownership.NodeDead
+		if !slices.Contains(live, id) {
+			want |= ownership.NodeDead
+		}
+		if want == d.States[id] {
+			continue
+		}
+		if _, err := h.meta.ChangeDirectory(ctx, ownership.NodeStateOp(id, want)); err != nil {
+			h.log.Info("cannot record a node's state yet", "node", id, "err", err)
+			return false
+		}
+	}
+	return true
+}
+
+// leaveDrained removes from the cluster every draining node that holds
+// no replica and no longer votes in the meta group (a draining voter is
+// demoted by keepMetaVoters once another node votes in its place), and
+// forgets a draining node that is no longer a member.
+func (h *Host) leaveDrained(ctx context.Context, d *ownership.Directory, members []string) {
+	for id, st := range d.States {
+		if st&ownership.NodeDraining == 0 {
+			continue
+		}
+		if !slices.Contains(members, id) {
+			if err := h.meta.ForgetNode(ctx, id); err != nil {
+				h.log.Info("cannot forget a drained node yet", "node", id, "err", err)
+			}
+			continue
+		}
+		if h.replicasOn(d, id) > 0 || id == h.cfg.Node.NodeID || slices.ContainsFunc(h.meta.ClusterStatus().Nodes, func(n status.Node) bool { return n.ID == id && n.Voter }) {
+			continue
+		}
+		if err := h.meta.Remove(ctx, id); err != nil {
+			h.log.Info("cannot remove a drained node yet", "node", id, "err", err)
+			continue
+		}
+		h.log.Info("node drained: it holds no replica and left the cluster", "node", id)
+		if err := h.meta.ForgetNode(ctx, id); err != nil {
+			h.log.Info("cannot forget a drained node yet", "node", id, "err", err)
+		}
+	}
+}
+
+// replicasOn counts the groups that hold a replica on node or are adding
+// one to it.
+func (h *Host) replicasOn(d *ownership.Directory, node string) int {
+	n := 0
+	for i := range d.Groups {
+		if d.Hosts(&d.Groups[i], node) {
+			n++
+		}
+	}
+	return n
 }
 
 // keepMetaVoters keeps r live voters in the meta group: a live
@@ -276,6 +347,14 @@ func (h *Host) followPlacement(d *ownership.Directory, unplacedSince map[uint32]
 				if _, err := h.meta.ChangeDirectory(ctx, ownership.LeaderOp(m.id, me, st.Term)); err != nil {
 					h.log.Debug("cannot record this node as the group's leader yet", "group", m.id, "err", err)
 				}
+			}
+			if g.Learner == me && !slices.Contains(g.Replicas, me) && m.node.Voter() {
+				// The learner became a voter and then the leader (a
+				// hand-off) before it recorded its promotion.
+				if _, err := h.meta.ChangeDirectory(ctx, ownership.PromotedOp(m.id, me)); err != nil {
+					h.log.Debug("cannot record the promotion yet", "group", m.id, "err", err)
+				}
+				continue
 			}
 			if _, err := m.node.FollowMembership(ctx, cluster.Membership{Voters: g.Replicas, Learner: g.Learner, Addrs: addrs}); err != nil && !errors.Is(err, cluster.ErrNotAppended) {
 				h.log.Info("cannot change the group's members to follow the placement yet", "group", m.id, "err", err)

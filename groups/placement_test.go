@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/cluster"
+	"github.com/rlserver/rlserver/cluster/ownership"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/slots"
 )
@@ -347,9 +348,129 @@ func TestPlacedClusterHeals(t *testing.T) {
 		return ok
 	})
 	t.Logf("healed %v after the node stopped (dead-after 2s)", time.Since(began).Round(time.Millisecond))
+	if st := live[0].h.meta.Directory().States[dead.id]; st&ownership.NodeDead == 0 {
+		t.Fatalf("the directory records the dead node's state as %d", st)
+	}
 	for _, req := range reqs {
 		if r := do(req, live); r.Allowed {
 			t.Fatalf("key %s admitted again after the heal", req.Key)
+		}
+	}
+}
+
+// TestPlacedClusterDrains: RL.CLUSTER REMOVE of a live node in a placed
+// cluster, here the meta group's leader itself, asked through another
+// node: the node's replicas move to the others first (each group keeps
+// three voters throughout), then it leaves the meta group and the
+// directory, and the keys decided before are still decided.
+func TestPlacedClusterDrains(t *testing.T) {
+	const ngroups = 4
+	var hosts []*thost
+	var peers []cluster.Peer
+	for i := range 4 {
+		th := &thost{id: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), raft: freeAddr(t), resp: fmt.Sprintf("127.0.0.1:%d", 17200+i)}
+		hosts = append(hosts, th)
+		if i < 3 {
+			peers = append(peers, cluster.Peer{ID: th.id, Addr: th.raft})
+		}
+	}
+	for _, th := range hosts[:3] {
+		placedHost(t, th, peers, ngroups)
+	}
+	t.Cleanup(func() {
+		for _, th := range hosts {
+			th.h.Close()
+		}
+	})
+	waitSettled(t, hosts[:3], 30*time.Second)
+	ctx := context.Background()
+	placedHost(t, hosts[3], nil, 0)
+	if err := hosts[0].h.Join(ctx, hosts[3].id, hosts[3].h.RaftAddr()); err != nil {
+		t.Fatal(err)
+	}
+	waitSettled(t, hosts, 60*time.Second)
+	var reqs []engine.Request
+	for i := range 32 {
+		reqs = append(reqs, engine.Request{Op: engine.OpGCRA, Key: []byte(fmt.Sprintf("d%d", i)), Limit: 1, Interval: int64(time.Hour), Cost: 1})
+	}
+	do := func(req engine.Request, live []*thost) engine.Result {
+		t.Helper()
+		var res [1]engine.Result
+		waitFor(t, 20*time.Second, "a leader to decide "+string(req.Key), func() bool {
+			d := live[0].h.meta.Directory()
+			g := d.Group(d.Slots[slots.Of(req.Key)])
+			for _, th := range live {
+				if m := th.h.set.Load().byID[g.ID]; m != nil && m.node.IsLeader() {
+					return th.h.Do(ctx, []engine.Request{req}, res[:]) == nil && res[0].Err == nil
+				}
+			}
+			return false
+		})
+		return res[0]
+	}
+	for _, req := range reqs {
+		if r := do(req, hosts); !r.Allowed {
+			t.Fatalf("first decision on %s refused", req.Key)
+		}
+	}
+	var gone, via *thost
+	for _, th := range hosts {
+		if th.h.meta.IsLeader() {
+			gone = th
+		} else {
+			via = th
+		}
+	}
+	// Every group keeps at least three recorded voters throughout.
+	stop := make(chan struct{})
+	watched := make(chan string, 1)
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			for _, g := range via.h.meta.Directory().Groups {
+				if len(g.Replicas) < 3 {
+					watched <- fmt.Sprintf("group %d down to %v", g.ID, g.Replicas)
+					return
+				}
+			}
+		}
+	}()
+	var err error
+	for range 3 { // the drain goes on after a reply that it is still draining
+		if err = via.h.Remove(ctx, gone.id); err == nil {
+			break
+		}
+		t.Logf("remove %s: %v", gone.id, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	if why := <-watched; why != "" {
+		t.Fatal(why)
+	}
+	var live []*thost
+	for _, th := range hosts {
+		if th != gone {
+			live = append(live, th)
+		}
+	}
+	waitSettled(t, live, 60*time.Second)
+	d := via.h.meta.Directory()
+	if _, ok := d.Nodes[gone.id]; ok || d.States[gone.id] != 0 {
+		t.Fatalf("the drained node is still in the directory: %v, state %d", d.Nodes, d.States[gone.id])
+	}
+	if slices.ContainsFunc(via.h.meta.Peers(), func(p cluster.Peer) bool { return p.ID == gone.id }) {
+		t.Fatal("the drained node is still a member of the meta group")
+	}
+	for _, req := range reqs {
+		if r := do(req, live); r.Allowed {
+			t.Fatalf("key %s admitted again after the drain", req.Key)
 		}
 	}
 }

@@ -54,7 +54,7 @@ func (h *Host) Topology() status.Topology {
 	for _, p := range h.meta.Peers() {
 		t.Nodes = append(t.Nodes, status.TopologyNode{
 			ID: NodeID40(p.ID), Name: p.ID, Addr: d.Nodes[p.ID], RaftAddr: p.Addr,
-			Myself: p.ID == h.cfg.Node.NodeID,
+			Myself: p.ID == h.cfg.Node.NodeID, PlacedNode: placedNode(d, p.ID),
 		})
 	}
 	slices.SortFunc(t.Nodes, func(a, b status.TopologyNode) int {
@@ -119,6 +119,7 @@ func (h *Host) Topology() status.Topology {
 		t.Moves = append(t.Moves, sm)
 	}
 	t.Rebalancing = h.rebalancing.Load()
+	t.Placement = placement(d)
 	return t
 }
 
@@ -167,4 +168,62 @@ func (h *Host) keysInSlot(ctx context.Context, slot int, fn func(string) bool) e
 		return nil
 	}
 	return err
+}
+
+// placedNode is node's share of the placement in d (zero when d has no
+// replication factor).
+func placedNode(d *ownership.Directory, node string) status.PlacedNode {
+	if d.Replicas == 0 {
+		return status.PlacedNode{}
+	}
+	p := status.PlacedNode{Placed: true, Dead: d.States[node]&ownership.NodeDead != 0, Draining: d.States[node]&ownership.NodeDraining != 0}
+	for i := range d.Groups {
+		g := &d.Groups[i]
+		if d.Hosts(g, node) {
+			p.Replicas++
+		}
+		if g.Leader == node {
+			p.Leads++
+		}
+	}
+	return p
+}
+
+// placement counts d's placement state (nil without a replication
+// factor).
+func placement(d *ownership.Directory) *status.Placement {
+	if d.Replicas == 0 {
+		return nil
+	}
+	p := &status.Placement{Replicas: d.Replicas, MovesFinished: d.ReplicasAdded}
+	for _, st := range d.States {
+		if st&ownership.NodeDead != 0 {
+			p.DeadNodes++
+		}
+		if st&ownership.NodeDraining != 0 {
+			p.DrainingNodes++
+		}
+	}
+	placeable := 0
+	for id := range d.Nodes {
+		if d.Placeable(id) {
+			placeable++
+		}
+	}
+	want := min(d.Replicas, placeable)
+	for _, g := range d.Groups {
+		if g.Learner != "" {
+			p.MovesInProgress++
+		}
+		healthy := 0
+		for _, n := range g.Replicas {
+			if d.States[n]&ownership.NodeDead == 0 {
+				healthy++
+			}
+		}
+		if healthy < want {
+			p.UnderReplicated++
+		}
+	}
+	return p
 }

@@ -205,11 +205,18 @@ var (
 	dMovesDone   = desc("cluster_moves_finished", "Finished (released) slot moves the slot directory lists: it keeps the last 16, so this is not a running total.")
 	dMoveLastDur = desc("cluster_last_move_duration_seconds", "Duration of the last finished slot move, from its begin to its release in the directory's log (absent before the first).")
 	dRebalancing = desc("cluster_rebalancing", "1 while a rebalance started on this node (RL.CLUSTER REBALANCE) runs.")
+
+	dUnderReplicated = desc("cluster_groups_under_replicated", "Groups with fewer voters on nodes not dead than the replication factor (or than the nodes available, when fewer); only with --replicas.")
+	dReplicaMoving   = desc("cluster_replica_moves_in_progress", "Groups adding a replica (a learner recorded in the directory); only with --replicas.")
+	dReplicaMoved    = desc("cluster_replica_moves_finished_total", "Replicas added since the cluster began (learners promoted to voters); only with --replicas.")
+	dNodesDead       = desc("cluster_nodes_dead", "Nodes the meta group's leader recorded as dead (unreachable past --node-dead-after); only with --replicas.")
+	dNodesDraining   = desc("cluster_nodes_draining", "Nodes being drained by RL.CLUSTER REMOVE; only with --replicas.")
 )
 
 func describeGroups(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dGroupLeader, dGroupSlots, dGroupKeys, dGroupApplied, dGroupCommit, dGroupLag,
-		dSlotsAssign, dEpoch, dMoveRunning, dMoveKeys, dMoveSlots, dMovesDone, dMoveLastDur, dRebalancing} {
+		dSlotsAssign, dEpoch, dMoveRunning, dMoveKeys, dMoveSlots, dMovesDone, dMoveLastDur, dRebalancing,
+		dUnderReplicated, dReplicaMoving, dReplicaMoved, dNodesDead, dNodesDraining} {
 		ch <- d
 	}
 }
@@ -246,6 +253,13 @@ func collectMoves(ch chan<- prometheus.Metric, t status.Topology) {
 		gauge(dMoveLastDur, float64(max(last.Ended-last.Began, 0))/1e9)
 	}
 	gauge(dRebalancing, b2f(t.Rebalancing))
+	if p := t.Placement; p != nil {
+		gauge(dUnderReplicated, float64(p.UnderReplicated))
+		gauge(dReplicaMoving, float64(p.MovesInProgress))
+		ch <- prometheus.MustNewConstMetric(dReplicaMoved, prometheus.CounterValue, float64(p.MovesFinished))
+		gauge(dNodesDead, float64(p.DeadNodes))
+		gauge(dNodesDraining, float64(p.DrainingNodes))
+	}
 }
 
 // collectGroups exports every data group of the directory (at most

@@ -172,6 +172,7 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 			t := s.router.Topology()
 			writeGroupInfo(kv, t)
 			writeMoveInfo(kv, t)
+			writePlacementInfo(kv, t.Placement)
 		}
 	case "policies":
 		s.writePolicyInfo(kv) // policies.go
@@ -237,6 +238,25 @@ func writeMoveInfo(kv func(string, any), t status.Topology) {
 	}
 	kv("cluster_moves_finished", finished)
 	kv("cluster_rebalancing", b01(t.Rebalancing))
+}
+
+// writePlacementInfo writes the replica placement's fields, in a cluster
+// with a replication factor only (--replicas): cluster_replicas (R),
+// cluster_groups_under_replicated (groups with fewer voters on nodes not
+// dead than R, or than the nodes available when fewer),
+// cluster_replica_moves_in_progress (groups adding a replica),
+// cluster_replica_moves_finished (replicas added since the cluster
+// began), cluster_nodes_dead and cluster_nodes_draining.
+func writePlacementInfo(kv func(string, any), p *status.Placement) {
+	if p == nil {
+		return
+	}
+	kv("cluster_replicas", p.Replicas)
+	kv("cluster_groups_under_replicated", p.UnderReplicated)
+	kv("cluster_replica_moves_in_progress", p.MovesInProgress)
+	kv("cluster_replica_moves_finished", p.MovesFinished)
+	kv("cluster_nodes_dead", p.DeadNodes)
+	kv("cluster_nodes_draining", p.DrainingNodes)
 }
 
 // redisMode is INFO's redis_mode and HELLO's mode: "cluster" when the

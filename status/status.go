@@ -38,6 +38,7 @@ type Node struct {
 	RaftAddr string
 	RESPAddr string // "" when this node has not learned it
 	Voter    bool
+	PlacedNode
 }
 
 // Leader returns the leader's entry in Nodes, or nil while no leader is

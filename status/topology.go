@@ -12,6 +12,20 @@ type Topology struct {
 	Moves   []Move      // the last finished slot moves, oldest first, then the one in progress
 	// Rebalancing: a rebalance started on this node is running.
 	Rebalancing bool
+	// Placement is the replica placement's state; nil in a cluster
+	// without a replication factor (every node holds every group).
+	Placement *Placement
+}
+
+// Placement counts the state of a placed cluster (--replicas): what
+// INFO's cluster section and the metrics show.
+type Placement struct {
+	Replicas        int    // the replication factor R
+	UnderReplicated int    // groups with fewer than min(R, placeable nodes) voters on nodes not dead
+	MovesInProgress int    // groups adding a replica (a learner recorded)
+	MovesFinished   uint64 // replicas added since the cluster began (learners promoted)
+	DeadNodes       int    // nodes the meta group's leader recorded as dead
+	DrainingNodes   int    // nodes being drained by RL.CLUSTER REMOVE
 }
 
 // Move is one slot move.
@@ -31,6 +45,17 @@ type TopologyNode struct {
 	Addr     string // client (RESP) address host:port; "" if not registered yet
 	RaftAddr string // host:port of Raft and forwarding (the cluster bus, @cport)
 	Myself   bool
+	PlacedNode
+}
+
+// PlacedNode is a node's share of a placed cluster (all zero without a
+// replication factor).
+type PlacedNode struct {
+	Placed   bool // the cluster has a replication factor
+	Replicas int  // groups with a voter or a learner on the node
+	Leads    int  // groups the node leads, as the directory records
+	Dead     bool // recorded dead by the meta group's leader
+	Draining bool // being drained (RL.CLUSTER REMOVE)
 }
 
 // SlotRange is a run of consecutive slots owned by one group.

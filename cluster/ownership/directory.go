@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/rlserver/rlserver/cluster/internal/codec"
@@ -43,7 +44,26 @@ type Directory struct {
 	// has R voters, recorded in Group.Replicas. 0: a directory from
 	// before placement, where every node holds every group.
 	Replicas int
+	// States are the nodes the meta group's leader found dead or an
+	// operator asked to drain (NodeDead, NodeDraining; a node absent is
+	// live and placed normally). Placement takes replicas off them.
+	States map[string]byte
+	// ReplicasAdded counts the replica moves finished: learners that
+	// became voters.
+	ReplicasAdded uint64
 }
+
+// Node states in Directory.States (bits).
+const (
+	// NodeDead: unreachable for longer than --node-dead-after.
+	NodeDead byte = 1
+	// NodeDraining: RL.CLUSTER REMOVE asked for the node to leave; its
+	// replicas move to other nodes, then it leaves the cluster.
+	NodeDraining byte = 2
+)
+
+// Placeable reports whether placement may put replicas on node.
+func (d *Directory) Placeable(node string) bool { return d.States[node] == 0 }
 
 // Move is one slot move as the directory records it.
 type Move struct {
@@ -154,7 +174,17 @@ const (
 	// group since term (ignored when an equal or later term is recorded
 	// for another node).
 	opLeader byte = 12
+	// opNodeState: node id, state byte (NodeDead|NodeDraining bits; 0
+	// for live). Results in 1 when it changes the directory. Ignored for
+	// a node the directory does not know, and in a directory without
+	// placement.
+	opNodeState byte = 13
 )
+
+// NodeStateOp records node's state (NodeDead, NodeDraining bits).
+func NodeStateOp(node string, state byte) []byte {
+	return append(codec.AppendString([]byte{opNodeState}, node), state)
+}
 
 // InitPlacedOp creates groups 1..groups with replication factor r over
 // peers, unless the directory is initialised already.
@@ -228,9 +258,13 @@ var ErrBadChange = errors.New("bad directory change")
 
 func (d *Directory) clone() *Directory {
 	c := &Directory{Epoch: d.Epoch, Groups: slices.Clone(d.Groups), Slots: slices.Clone(d.Slots), Nodes: make(map[string]string, len(d.Nodes)),
-		Moves: slices.Clone(d.Moves), NextMove: d.NextMove, Replicas: d.Replicas}
+		Moves: slices.Clone(d.Moves), NextMove: d.NextMove, Replicas: d.Replicas, States: maps.Clone(d.States),
+		ReplicasAdded: d.ReplicasAdded}
 	for k, v := range d.Nodes {
 		c.Nodes[k] = v
+	}
+	if c.States == nil {
+		c.States = map[string]byte{}
 	}
 	if c.Slots == nil {
 		c.Slots = make([]uint32, slots.Count)
@@ -240,7 +274,7 @@ func (d *Directory) clone() *Directory {
 
 // EmptyDirectory returns a directory that is not initialised (epoch 0).
 func EmptyDirectory() *Directory {
-	return &Directory{Slots: make([]uint32, slots.Count), Nodes: map[string]string{}}
+	return &Directory{Slots: make([]uint32, slots.Count), Nodes: map[string]string{}, States: map[string]byte{}}
 }
 
 // Apply returns the directory after op, and op's result; d is left as it
@@ -318,6 +352,22 @@ func (d *Directory) Apply(op []byte, now int64) (*Directory, uint64, error) {
 			return d, 0, nil
 		}
 		return c, 1, nil // 1: the op changed the directory
+	case opNodeState:
+		id, state := string(dec.Bytes()), dec.Byte()
+		if dec.Err != nil || len(dec.B) != 0 || id == "" || state > NodeDead|NodeDraining {
+			return nil, 0, ErrBadChange
+		}
+		if _, known := d.Nodes[id]; !known || d.Replicas == 0 || d.States[id] == state {
+			return d, 0, nil
+		}
+		c := d.clone()
+		if state == 0 {
+			delete(c.States, id)
+		} else {
+			c.States[id] = state
+		}
+		c.Epoch++
+		return c, 1, nil
 	case opRegister:
 		id, addr := string(dec.Bytes()), string(dec.Bytes())
 		if dec.Err != nil || len(dec.B) != 0 || id == "" {
@@ -340,6 +390,7 @@ func (d *Directory) Apply(op []byte, now int64) (*Directory, uint64, error) {
 		}
 		c := d.clone()
 		delete(c.Nodes, id)
+		delete(c.States, id)
 		c.Epoch++
 		return c, 0, nil
 	case opAddGroup:
@@ -447,6 +498,7 @@ func (d *Directory) applyReplicaOp(code byte, gid uint32, node, leaving string, 
 	case opAddLearner:
 		cg.Learner, cg.Leaving = node, leaving
 	case opPromoted:
+		c.ReplicasAdded++
 		cg.Replicas = append(slices.Clone(cg.Replicas), node)
 		slices.Sort(cg.Replicas)
 		if cg.Leaving == "" {
@@ -570,6 +622,22 @@ func AppendDirectory(dst []byte, d *Directory) []byte {
 		dst = codec.AppendString(dst, g.Leader)
 		dst = binary.AppendUvarint(dst, g.LeaderTerm)
 	}
+	// Node states and finished replica moves (absent while there are
+	// neither): uvarint moves finished, uvarint count, then each node id
+	// (sorted) and its state byte.
+	if len(d.States) == 0 && d.ReplicasAdded == 0 {
+		return dst
+	}
+	dst = binary.AppendUvarint(dst, d.ReplicasAdded)
+	ids = ids[:0]
+	for id := range d.States {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	dst = binary.AppendUvarint(dst, uint64(len(ids)))
+	for _, id := range ids {
+		dst = append(codec.AppendString(dst, id), d.States[id])
+	}
 	return dst
 }
 
@@ -637,6 +705,17 @@ func DecodeDirectory(b []byte) (*Directory, error) {
 			}
 			g.Learner, g.Leaving, g.Leader = string(dec.Bytes()), string(dec.Bytes()), string(dec.Bytes())
 			g.LeaderTerm = dec.Uvarint()
+		}
+	}
+	if dec.Err == nil && len(dec.B) > 0 {
+		d.ReplicasAdded = dec.Uvarint()
+		n := dec.Uvarint()
+		if dec.Err != nil || n > 1<<16 {
+			return nil, ErrBadSnapshot
+		}
+		for range n {
+			id := string(dec.Bytes())
+			d.States[id] = dec.Byte()
 		}
 	}
 	if dec.Err != nil || len(dec.B) != 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/rlserver/rlserver/cluster/internal/codec"
@@ -70,4 +71,62 @@ func TestDirectoryChanges(t *testing.T) {
 	if _, err := DecodeDirectory(enc[:len(enc)-1]); err == nil {
 		t.Fatal("a truncated directory decoded")
 	}
+}
+
+// TestNodeStates: a node's dead and draining bits are recorded once
+// (applying the same op twice equals once), survive the encoding, make
+// the node unplaceable, and go with the node when it is forgotten.
+func TestNodeStates(t *testing.T) {
+	peers := []Peer{{"n1", "a:1"}, {"n2", "a:2"}, {"n3", "a:3"}, {"n4", "a:4"}}
+	d, _ := mustMeta(t, EmptyDirectory(), InitPlacedOp(2, 3, peers))
+	for _, p := range peers {
+		d, _ = mustMeta(t, d, RegisterOp(p.ID, p.Addr))
+	}
+	if changed := must1(t, &d, NodeStateOp("n9", NodeDead)); changed != 0 {
+		t.Fatal("a node the directory does not know got a state")
+	}
+	if changed := must1(t, &d, NodeStateOp("n2", NodeDraining)); changed != 1 || d.Placeable("n2") || !d.Placeable("n1") {
+		t.Fatalf("draining n2: changed %d, states %v", changed, d.States)
+	}
+	epoch := d.Epoch
+	if changed := must1(t, &d, NodeStateOp("n2", NodeDraining)); changed != 0 || d.Epoch != epoch {
+		t.Fatal("the same state applied twice changed the directory")
+	}
+	must1(t, &d, NodeStateOp("n3", NodeDead|NodeDraining))
+	var spare string // the node group 1 lacks
+	for _, p := range peers {
+		if !slices.Contains(d.Group(1).Replicas, p.ID) {
+			spare = p.ID
+		}
+	}
+	must1(t, &d, AddLearnerOp(1, spare, ""))
+	must1(t, &d, PromotedOp(1, spare))
+	if d.ReplicasAdded != 1 {
+		t.Fatalf("replicas added %d, want 1", d.ReplicasAdded)
+	}
+	enc := AppendDirectory(nil, d)
+	back, err := DecodeDirectory(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.States, d.States) || back.ReplicasAdded != 1 || !bytes.Equal(AppendDirectory(nil, back), enc) {
+		t.Fatalf("round trip: states %v added %d, want %v 1", back.States, back.ReplicasAdded, d.States)
+	}
+	if changed := must1(t, &d, NodeStateOp("n3", 0)); changed != 1 || !d.Placeable("n3") {
+		t.Fatal("clearing n3's state did not make it placeable")
+	}
+	d, _ = mustMeta(t, d, ForgetOp("n2"))
+	if _, ok := d.States["n2"]; ok {
+		t.Fatal("a forgotten node kept its state")
+	}
+	if _, _, err := d.Apply([]byte{opNodeState, 2, 'n', '1', 7}, 0); err == nil {
+		t.Fatal("an unknown state bit was accepted")
+	}
+}
+
+func must1(t *testing.T, d **Directory, op []byte) uint64 {
+	t.Helper()
+	nd, v := mustMeta(t, *d, op)
+	*d = nd
+	return v
 }
