@@ -324,7 +324,8 @@ func clusterClient(t *testing.T, addr string) *redis.Client {
 }
 
 // opOutcome classifies a reply error: opApplied (no error), opNotApplied
-// (the command certainly did not take effect: TRYAGAIN, CLUSTERDOWN, or the
+// (the command certainly did not take effect: TRYAGAIN, CLUSTERDOWN,
+// REMOVED (a node removed from the cluster appends nothing), or the
 // connection could not be made) or opUnknown (it may have taken effect).
 type opOutcome int
 
@@ -341,7 +342,7 @@ func classify(err error) opOutcome {
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
 		msg := rerr.Error()
-		if strings.HasPrefix(msg, "TRYAGAIN") || strings.HasPrefix(msg, "CLUSTERDOWN") {
+		if strings.HasPrefix(msg, "TRYAGAIN") || strings.HasPrefix(msg, "CLUSTERDOWN") || strings.HasPrefix(msg, "REMOVED") {
 			return opNotApplied
 		}
 		return opUnknown

@@ -39,6 +39,10 @@ type groupLine struct {
 	slots   string
 	keys    int
 	applied int
+	// replicas and learner: a placed cluster's (--replicas) voters and
+	// the node being added ("" for none); nil and "" without.
+	replicas []string
+	learner  string
 }
 
 // groupsOf asks n for RL.CLUSTER GROUPS; nil on error.
@@ -63,6 +67,12 @@ func groupsOf(n *cnode) []groupLine {
 		g.leader, g.role, g.slots = kv["leader"], kv["role"], kv["slots"]
 		g.keys, _ = strconv.Atoi(kv["keys"])
 		g.applied, _ = strconv.Atoi(kv["applied"])
+		if r := kv["replicas"]; r != "" {
+			g.replicas = strings.Split(r, ",")
+		}
+		if l := kv["learner"]; l != "-" {
+			g.learner = l
+		}
 		out = append(out, g)
 	}
 	return out

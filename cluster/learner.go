@@ -127,7 +127,7 @@ func (n *Node) FollowMembership(ctx context.Context, m Membership) (bool, error)
 			return true, exported(n.waitConfig(ctx, n.raft.AddVoter(s.ID, s.Address, 0, n.cfg.CommitTimeout)))
 		}
 	}
-	if !allVote && !plantedEarlyRemove() {
+	if !allVote {
 		return false, nil
 	}
 	for _, s := range servers {

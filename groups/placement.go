@@ -230,6 +230,9 @@ func (h *Host) placeGroups(d *ownership.Directory) {
 		case changed == 1 && add != "":
 			h.replicaAdds.Add(1)
 			h.log.Info("replica move: a learner joins the group", "group", g.ID, "node", add, "replaces", leaving)
+			if leaving != "" && plantedEarlyRemove() {
+				h.meta.ChangeDirectory(ctx, ownership.DropReplicaOp(g.ID, leaving))
+			}
 		case changed == 1 && drop != "":
 			h.log.Info("replica move: a replica leaves the group", "group", g.ID, "node", drop)
 		}
@@ -314,6 +317,18 @@ func (h *Host) keepMetaVoters(ctx context.Context, r int, live []string) {
 	}
 	_, addrs, _ := h.members()
 	switch {
+	case len(liveVoters) > r:
+		// More voters than R (a cluster started from a longer --peers
+		// list): one steps down to non-voter, never this leader.
+		slices.Sort(liveVoters)
+		for _, v := range slices.Backward(liveVoters) {
+			if v != h.cfg.Node.NodeID {
+				if err := h.meta.DemoteVoter(ctx, v); err != nil {
+					h.log.Info("cannot make a voter of the meta group a non-voter yet", "node", v, "err", err)
+				}
+				break
+			}
+		}
 	case len(liveVoters) < r && len(spare) > 0:
 		if err := h.meta.Join(ctx, spare[0], addrs[spare[0]]); err != nil {
 			h.log.Info("cannot make a node a voter of the meta group yet", "node", spare[0], "err", err)
@@ -401,9 +416,21 @@ func (h *Host) dropReplica(m *member) {
 	n.index()
 	h.set.Store(n)
 	m.node.Close()
-	m.eng.Close()
 	if err := os.RemoveAll(h.groupDir(m.id)); err != nil {
 		h.log.Warn("cannot delete a dropped replica's folder", "group", m.id, "err", err)
 	}
 	h.log.Info("replica dropped: the placement moved it to another node", "group", m.id)
+	// Calls that loaded the group set before the swap may still reach
+	// the engine (a command, INFO, RL.CLUSTER GROUPS): it stops once
+	// they are over (they end within the commit timeout), or when the
+	// host closes.
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		select {
+		case <-time.After(2*h.commitTimeout() + 5*time.Second):
+		case <-h.closing:
+		}
+		m.eng.Close()
+	}()
 }

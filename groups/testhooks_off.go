@@ -7,3 +7,5 @@ package groups
 func plantedNoFreeze() bool    { return false }
 func plantedNoCopy() bool      { return false }
 func plantedCommitFirst() bool { return false }
+
+func plantedEarlyRemove() bool { return false }

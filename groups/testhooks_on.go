@@ -16,3 +16,9 @@ var moveBug = os.Getenv("RLSERVER_TEST_MOVE_BUG")
 func plantedNoFreeze() bool    { return moveBug == "nofreeze" }
 func plantedNoCopy() bool      { return moveBug == "nocopy" }
 func plantedCommitFirst() bool { return moveBug == "commitfirst" }
+
+// plantedEarlyRemove is a planted placement bug, for the test that shows
+// the checks catch it (RLSERVER_TEST_PLACEMENT_BUG=earlyremove): the meta
+// group's leader drops the replica a learner replaces as soon as it
+// records the learner, before the learner is a voter.
+func plantedEarlyRemove() bool { return os.Getenv("RLSERVER_TEST_PLACEMENT_BUG") == "earlyremove" }
