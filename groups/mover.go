@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -51,7 +52,7 @@ func (h *Host) WaitMove(ctx context.Context, id uint64) error {
 }
 
 // drive runs on every node and drives the move in progress while this
-// node leads the meta group.
+// node is its driver (moveDriver).
 func (h *Host) drive() {
 	defer h.wg.Done()
 	tick := time.NewTicker(200 * time.Millisecond)
@@ -59,7 +60,8 @@ func (h *Host) drive() {
 	lastErr := ""
 	for {
 		ch := h.meta.DirectoryChanged()
-		if mv := h.meta.Directory().Current(); mv != nil && h.meta.IsLeader() {
+		if d := h.meta.Directory(); d.Current() != nil && h.drivesMove(d, d.Current()) {
+			mv := d.Current()
 			err := h.driveMove(*mv)
 			if err != nil && !errors.Is(err, errNotMetaLeader) && err.Error() != lastErr {
 				h.log.Warn("slot move step failed; retrying", "move", mv.ID, "err", err)
@@ -78,13 +80,44 @@ func (h *Host) drive() {
 	}
 }
 
-var errNotMetaLeader = errors.New("no longer the meta group's leader")
+var errNotMetaLeader = errors.New("no longer the move's driver")
 
-// step retries f until it succeeds, this node stops leading the meta
-// group, or the host closes. Refusals by a group's state are returned.
+// drivesMove reports whether this node drives move mv: the meta group's
+// leader, which holds every group in a cluster without a replication
+// factor. With one (--replicas) the driver needs replicas of both
+// groups: the meta group's leader when it holds them, otherwise the
+// first node by id that holds voting replicas of both and is neither
+// dead nor draining. (With R = 3 any two groups share a node on up to
+// five nodes; on more, a move between two groups that share none waits
+// until the placement puts them together.) Two nodes that both take
+// themselves for the driver for a moment, as two meta leaders may, are
+// safe: every step is recorded in the logs and refused out of order.
+func (h *Host) drivesMove(d *ownership.Directory, mv *ownership.Move) bool {
+	if d.Replicas == 0 {
+		return h.meta.IsLeader()
+	}
+	src, dst := d.Group(mv.Source), d.Group(mv.Target)
+	if src == nil || dst == nil {
+		return false
+	}
+	both := func(n string) bool { return slices.Contains(src.Replicas, n) && slices.Contains(dst.Replicas, n) }
+	if l := h.meta.LeaderID(); l != "" && both(l) {
+		return h.meta.IsLeader()
+	}
+	ids := slices.Sorted(maps.Keys(d.Nodes))
+	for _, id := range ids {
+		if both(id) && d.States[id] == 0 {
+			return id == h.cfg.Node.NodeID
+		}
+	}
+	return false
+}
+
+// step retries f until it succeeds, this node stops driving the move in
+// progress, or the host closes. Refusals by a group's state are returned.
 func (h *Host) step(what string, f func(ctx context.Context) error) error {
 	for {
-		if !h.meta.IsLeader() {
+		if d := h.meta.Directory(); d.Current() == nil || !h.drivesMove(d, d.Current()) {
 			return errNotMetaLeader
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), h.commitTimeout())

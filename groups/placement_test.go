@@ -474,3 +474,97 @@ func TestPlacedClusterDrains(t *testing.T) {
 		}
 	}
 }
+
+// TestPlacedMoveWithoutMetaLeader: in a five-node placed cluster, a slot
+// move between two groups the meta group's leader does not both hold is
+// driven by a node that holds both, and the keys it carries stay decided.
+func TestPlacedMoveWithoutMetaLeader(t *testing.T) {
+	const ngroups = 4
+	var hosts []*thost
+	var peers []cluster.Peer
+	for i := range 5 {
+		th := &thost{id: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), raft: freeAddr(t), resp: fmt.Sprintf("127.0.0.1:%d", 17300+i)}
+		hosts = append(hosts, th)
+		peers = append(peers, cluster.Peer{ID: th.id, Addr: th.raft})
+	}
+	for _, th := range hosts {
+		placedHost(t, th, peers, ngroups)
+	}
+	t.Cleanup(func() {
+		for _, th := range hosts {
+			th.h.Close()
+		}
+	})
+	waitSettled(t, hosts, 60*time.Second)
+	var metaLeader string
+	waitFor(t, 10*time.Second, "a meta leader", func() bool {
+		for _, th := range hosts {
+			if th.h.meta.IsLeader() {
+				metaLeader = th.id
+				return true
+			}
+		}
+		return false
+	})
+	d := hosts[0].h.meta.Directory()
+	var src, dst *ownership.Group
+	for i := range d.Groups {
+		for j := range d.Groups {
+			a, b := &d.Groups[i], &d.Groups[j]
+			if a.ID != b.ID && !(slices.Contains(a.Replicas, metaLeader) && slices.Contains(b.Replicas, metaLeader)) && src == nil {
+				src, dst = a, b
+			}
+		}
+	}
+	if src == nil {
+		t.Fatalf("the meta leader %s holds every group: %+v", metaLeader, d.Groups)
+	}
+	var lo, hi int = -1, -1
+	for s := range slots.Count {
+		if d.Slots[s] == src.ID {
+			if lo < 0 {
+				lo = s
+			}
+			hi = s
+		}
+	}
+	hi = min(hi, lo+200)
+	ctx := context.Background()
+	var reqs []engine.Request
+	for i := 0; len(reqs) < 8; i++ {
+		k := fmt.Sprintf("mv%d", i)
+		if s := slots.OfString(k); s >= lo && s <= hi {
+			reqs = append(reqs, engine.Request{Op: engine.OpGCRA, Key: []byte(k), Limit: 1, Interval: int64(time.Hour), Cost: 1})
+		}
+	}
+	leaderOf := func(g uint32) *thost {
+		for _, th := range hosts {
+			if m := th.h.set.Load().byID[g]; m != nil && m.node.IsLeader() {
+				return th
+			}
+		}
+		return nil
+	}
+	res := make([]engine.Result, len(reqs))
+	if err := leaderOf(src.ID).h.Do(ctx, reqs, res); err != nil {
+		t.Fatal(err)
+	}
+	id, err := hosts[0].h.MoveSlots(ctx, lo, hi, dst.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := hosts[0].h.WaitMove(wctx, id); err != nil {
+		t.Fatalf("move %d of slots %d-%d from group %d %v to group %d %v (meta leader %s): %v", id, lo, hi, src.ID, src.Replicas, dst.ID, dst.Replicas, metaLeader, err)
+	}
+	waitFor(t, 10*time.Second, "the target's leader to decide the moved keys", func() bool {
+		l := leaderOf(dst.ID)
+		return l != nil && l.h.Do(ctx, reqs, res) == nil && res[0].Err == nil
+	})
+	for i, r := range res {
+		if r.Err != nil || r.Allowed {
+			t.Fatalf("key %s after the move: %+v (want refused: its token was taken before)", reqs[i].Key, r)
+		}
+	}
+}
