@@ -237,6 +237,11 @@ type GroupUI struct {
 	Commit  uint64   `json:"commit_index"`
 	Lag     uint64   `json:"lag"`
 	Members []string `json:"members"`
+	// Replicas are the nodes the directory places the group's voters on
+	// and Learner the node being added ("" for none); with --replicas
+	// only (empty without: every node holds every group).
+	Replicas []string `json:"replicas"`
+	Learner  string   `json:"learner"`
 }
 
 // NodeUI is one process of the cluster, as CLUSTER NODES lists it.
@@ -247,6 +252,10 @@ type NodeUI struct {
 	RaftAddr string   `json:"raft_addr"`
 	Self     bool     `json:"self"`
 	Leads    []uint32 `json:"leads"` // the data groups it leads, as this node knows
+	// Replicas counts the groups placed on the node and State is "live",
+	// "dead" or "draining"; with --replicas only (0 and "" without).
+	Replicas int    `json:"replicas"`
+	State    string `json:"state"`
 }
 
 type memberView struct {
@@ -303,7 +312,8 @@ func sharded(t status.Topology) *ShardedUI {
 	leads := map[string][]uint32{}
 	for _, g := range t.Groups {
 		gu := GroupUI{ID: g.ID, Leader: g.Leader, Role: g.Role, Slots: g.Slots, Ranges: []string{}, Keys: g.Keys,
-			Applied: g.Applied, Commit: g.Commit, Lag: g.Lag, Members: append([]string{}, g.Members...)}
+			Applied: g.Applied, Commit: g.Commit, Lag: g.Lag, Members: append([]string{}, g.Members...),
+			Replicas: append([]string{}, g.Replicas...), Learner: g.Learner}
 		for _, r := range g.Ranges {
 			gu.Ranges = append(gu.Ranges, slotRange(r))
 		}
@@ -313,8 +323,18 @@ func sharded(t status.Topology) *ShardedUI {
 		ui.Groups = append(ui.Groups, gu)
 	}
 	for _, n := range t.Nodes {
-		ui.Nodes = append(ui.Nodes, NodeUI{ID: n.ID, Name: n.Name, Addr: n.Addr, RaftAddr: n.RaftAddr, Self: n.Myself,
-			Leads: append([]uint32{}, leads[n.Name]...)})
+		nu := NodeUI{ID: n.ID, Name: n.Name, Addr: n.Addr, RaftAddr: n.RaftAddr, Self: n.Myself,
+			Leads: append([]uint32{}, leads[n.Name]...)}
+		if n.Placed {
+			nu.Replicas, nu.State = n.Replicas, "live"
+			switch {
+			case n.Dead:
+				nu.State = "dead"
+			case n.Draining:
+				nu.State = "draining"
+			}
+		}
+		ui.Nodes = append(ui.Nodes, nu)
 	}
 	for _, m := range t.Moves {
 		mu := MoveUI{ID: m.ID, Slots: slotRange(status.SlotRange{Start: m.Start, End: m.End}), From: m.Source, To: m.Target,

@@ -170,11 +170,11 @@ func TestShardedDocument(t *testing.T) {
 		Ranges: []status.SlotRange{r1, r2, r3},
 		Nodes: []status.TopologyNode{
 			{ID: "aaaa", Name: "n1", Addr: "127.0.0.1:7001", RaftAddr: "r1", Myself: true},
-			{ID: "bbbb", Name: "n2", RaftAddr: "r2"},
+			{ID: "bbbb", Name: "n2", RaftAddr: "r2", PlacedNode: status.PlacedNode{Placed: true, Replicas: 2, Dead: true}},
 		},
 		Groups: []status.Group{
 			{ID: 1, Leader: "n1", Role: "leader", Slots: 5462, Ranges: []status.SlotRange{r1, r3}, Applied: 40, Commit: 42, LastLog: 43,
-				Lag: 3, Keys: 12, Members: []string{"n1", "n2"}},
+				Lag: 3, Keys: 12, Members: []string{"n1", "n2"}, Replicas: []string{"n1", "n2", "n3"}, Learner: "n4"},
 			{ID: 2, Leader: "", Role: "candidate", Slots: 5462, Ranges: []status.SlotRange{r2}, Applied: 7, Commit: 7, LastLog: 7,
 				Members: []string{"n1", "n2"}},
 			{ID: 3},
@@ -189,11 +189,11 @@ func TestShardedDocument(t *testing.T) {
 	}
 	got, _ := json.Marshal(doc["sharded"])
 	want := `{"epoch":5,"groups":[` +
-		`{"applied_index":40,"commit_index":42,"id":1,"keys":12,"lag":3,"leader":"n1","members":["n1","n2"],"ranges":["0-5460","16383"],"role":"leader","slots":5462},` +
-		`{"applied_index":7,"commit_index":7,"id":2,"keys":0,"lag":0,"leader":"","members":["n1","n2"],"ranges":["5461-10922"],"role":"candidate","slots":5462},` +
-		`{"applied_index":0,"commit_index":0,"id":3,"keys":0,"lag":0,"leader":"","members":[],"ranges":[],"role":"","slots":0}],` +
-		`"moves":[],"nodes":[{"addr":"127.0.0.1:7001","id":"aaaa","leads":[1],"name":"n1","raft_addr":"r1","self":true},` +
-		`{"addr":"","id":"bbbb","leads":[],"name":"n2","raft_addr":"r2","self":false}],` +
+		`{"applied_index":40,"commit_index":42,"id":1,"keys":12,"lag":3,"leader":"n1","learner":"n4","members":["n1","n2"],"ranges":["0-5460","16383"],"replicas":["n1","n2","n3"],"role":"leader","slots":5462},` +
+		`{"applied_index":7,"commit_index":7,"id":2,"keys":0,"lag":0,"leader":"","learner":"","members":["n1","n2"],"ranges":["5461-10922"],"replicas":[],"role":"candidate","slots":5462},` +
+		`{"applied_index":0,"commit_index":0,"id":3,"keys":0,"lag":0,"leader":"","learner":"","members":[],"ranges":[],"replicas":[],"role":"","slots":0}],` +
+		`"moves":[],"nodes":[{"addr":"127.0.0.1:7001","id":"aaaa","leads":[1],"name":"n1","raft_addr":"r1","replicas":0,"self":true,"state":""},` +
+		`{"addr":"","id":"bbbb","leads":[],"name":"n2","raft_addr":"r2","replicas":2,"self":false,"state":"dead"}],` +
 		`"rebalancing":false,"slots_assigned":10924}`
 	if string(got) != want {
 		t.Errorf("sharded\n got %s\nwant %s", got, want)

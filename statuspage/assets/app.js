@@ -130,6 +130,7 @@ function drawGroups(g, nowMs) {
     cell(tr, hosted ? String(gr.applied_index) : "-", "num applied");
     cell(tr, hosted ? String(gr.commit_index) : "-", "num commit");
     cell(tr, hosted ? String(gr.lag) : "-", "num lag");
+    cell(tr, gr.replicas.length ? gr.replicas.join(", ") + (gr.learner ? " + " + gr.learner + " (learner)" : "") : "every node", "replicas");
     body.appendChild(tr);
   }
   drawMoves(g.moves, g.rebalancing, nowMs);
@@ -143,6 +144,8 @@ function drawGroups(g, nowMs) {
     cell(tr, n.addr || "-", "addr");
     cell(tr, n.raft_addr);
     cell(tr, n.leads.length ? n.leads.join(", ") : "-", "leads");
+    cell(tr, n.state ? String(n.replicas) : "all", "num replicas");
+    cell(tr, n.state || "-", "state");
     cell(tr, n.id, "id");
     nodes.appendChild(tr);
   }
