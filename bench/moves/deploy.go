@@ -16,17 +16,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// cgroupRoot is the cgroup v1 cpu controller's mount, as in
-// bench/sharded-compare.sh.
-const cgroupRoot = "/sys/fs/cgroup/cpu"
-
 // deployment is three rlserver processes on loopback sharing one --peers
 // list, each with a data folder under dir.
 type deployment struct {
 	dir     string
 	addrs   []string // client addresses, n1..n3
 	cmds    []*exec.Cmd
-	cgroups []string
+	cgroups []*benchproc.CPUQuota
 	admin   []*redis.Client // one plain connection pool per process
 }
 
@@ -56,24 +52,13 @@ func startDeployment(bin, dir string, groups int, quota float64, extra []string)
 			"--groups", strconv.Itoa(groups), "--dir", ndir, "--log-level", "info"}, extra...)
 		var cmd *exec.Cmd
 		if quota > 0 {
-			cg := filepath.Join(cgroupRoot, fmt.Sprintf("rl-moves-%d-%d", os.Getpid(), i+1))
-			if err := os.MkdirAll(cg, 0o755); err != nil {
-				d.stop()
-				return nil, fmt.Errorf("cgroup (needs root and cgroup v1 at %s): %w", cgroupRoot, err)
-			}
-			d.cgroups = append(d.cgroups, cg)
-			if err := os.WriteFile(filepath.Join(cg, "cpu.cfs_period_us"), []byte("100000"), 0o644); err != nil {
+			q, err := benchproc.NewCPUQuota(fmt.Sprintf("rl-moves-%d-%d", os.Getpid(), i+1), quota)
+			if err != nil {
 				d.stop()
 				return nil, err
 			}
-			q := strconv.Itoa(int(quota * 100000))
-			if err := os.WriteFile(filepath.Join(cg, "cpu.cfs_quota_us"), []byte(q), 0o644); err != nil {
-				d.stop()
-				return nil, err
-			}
-			// The shell joins the cgroup, then execs rlserver: the pid
-			// stays the same, so /proc/<pid>/stat is rlserver's.
-			cmd = exec.Command("sh", append([]string{"-c", `echo $$ >"$0/tasks" && exec "$@"`, cg, bin}, args...)...)
+			d.cgroups = append(d.cgroups, q)
+			cmd = q.Command(bin, args...)
 		} else {
 			cmd = exec.Command(bin, args...)
 		}
@@ -120,8 +105,8 @@ func (d *deployment) stop() {
 			<-done
 		}
 	}
-	for _, cg := range d.cgroups {
-		os.Remove(cg)
+	for _, q := range d.cgroups {
+		q.Remove()
 	}
 	d.cmds, d.cgroups, d.admin = nil, nil, nil
 }
