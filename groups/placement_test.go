@@ -302,21 +302,7 @@ func TestPlacedClusterHeals(t *testing.T) {
 	for i := range 32 {
 		reqs = append(reqs, engine.Request{Op: engine.OpGCRA, Key: []byte(fmt.Sprintf("h%d", i)), Limit: 1, Interval: int64(time.Hour), Cost: 1})
 	}
-	do := func(req engine.Request, live []*thost) engine.Result {
-		t.Helper()
-		var res [1]engine.Result
-		waitFor(t, 20*time.Second, "a leader to decide "+string(req.Key), func() bool {
-			d := live[0].h.meta.Directory()
-			g := d.Group(d.Slots[slots.Of(req.Key)])
-			for _, th := range live {
-				if m := th.h.set.Load().byID[g.ID]; m != nil && m.node.IsLeader() {
-					return th.h.Do(ctx, []engine.Request{req}, res[:]) == nil && res[0].Err == nil
-				}
-			}
-			return false
-		})
-		return res[0]
-	}
+	do := func(req engine.Request, live []*thost) engine.Result { return decideOnLeader(t, req, live) }
 	for _, req := range reqs {
 		if r := do(req, hosts); !r.Allowed {
 			t.Fatalf("first decision on %s refused", req.Key)
@@ -393,21 +379,7 @@ func TestPlacedClusterDrains(t *testing.T) {
 	for i := range 32 {
 		reqs = append(reqs, engine.Request{Op: engine.OpGCRA, Key: []byte(fmt.Sprintf("d%d", i)), Limit: 1, Interval: int64(time.Hour), Cost: 1})
 	}
-	do := func(req engine.Request, live []*thost) engine.Result {
-		t.Helper()
-		var res [1]engine.Result
-		waitFor(t, 20*time.Second, "a leader to decide "+string(req.Key), func() bool {
-			d := live[0].h.meta.Directory()
-			g := d.Group(d.Slots[slots.Of(req.Key)])
-			for _, th := range live {
-				if m := th.h.set.Load().byID[g.ID]; m != nil && m.node.IsLeader() {
-					return th.h.Do(ctx, []engine.Request{req}, res[:]) == nil && res[0].Err == nil
-				}
-			}
-			return false
-		})
-		return res[0]
-	}
+	do := func(req engine.Request, live []*thost) engine.Result { return decideOnLeader(t, req, live) }
 	for _, req := range reqs {
 		if r := do(req, hosts); !r.Allowed {
 			t.Fatalf("first decision on %s refused", req.Key)
@@ -567,4 +539,22 @@ func TestPlacedMoveWithoutMetaLeader(t *testing.T) {
 			t.Fatalf("key %s after the move: %+v (want refused: its token was taken before)", reqs[i].Key, r)
 		}
 	}
+}
+
+// decideOnLeader applies req through the leader of its key's group among
+// live, waiting up to 20 s for one that decides it.
+func decideOnLeader(t *testing.T, req engine.Request, live []*thost) engine.Result {
+	t.Helper()
+	var res [1]engine.Result
+	waitFor(t, 20*time.Second, "a leader to decide "+string(req.Key), func() bool {
+		d := live[0].h.meta.Directory()
+		g := d.Group(d.Slots[slots.Of(req.Key)])
+		for _, th := range live {
+			if m := th.h.set.Load().byID[g.ID]; m != nil && m.node.IsLeader() {
+				return th.h.Do(context.Background(), []engine.Request{req}, res[:]) == nil && res[0].Err == nil
+			}
+		}
+		return false
+	})
+	return res[0]
 }
