@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rlserver/rlserver/bench/internal/benchproc"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rlserver/rlserver/bench/internal/benchproc"
+	"github.com/rlserver/rlserver/bench/internal/clusterload"
 )
 
 // deployment is three rlserver processes on loopback sharing one --peers
@@ -139,45 +141,10 @@ func (d *deployment) groups() ([]groupInfo, error) {
 	}
 	s, _ := v.(string)
 	var out []groupInfo
-	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		g := groupInfo{}
-		g.id, _ = strconv.Atoi(f[0])
-		for _, kv := range f[1:] {
-			k, val, _ := strings.Cut(kv, "=")
-			switch k {
-			case "leader":
-				g.leader = val
-			case "keys":
-				g.keys, _ = strconv.Atoi(val)
-			case "slots":
-				g.slots = countSlots(val)
-			}
-		}
-		out = append(out, g)
+	for _, g := range clusterload.ParseGroups(s) {
+		out = append(out, groupInfo{id: g.ID, leader: g.Leader, slots: clusterload.CountSlots(g.Slots), keys: g.Keys})
 	}
 	return out, nil
-}
-
-// countSlots counts the slots of "0-99,200,300-310" ("-": none).
-func countSlots(s string) int {
-	n := 0
-	for _, r := range strings.Split(s, ",") {
-		a, b, ok := strings.Cut(r, "-")
-		x, err1 := strconv.Atoi(a)
-		if err1 != nil {
-			continue
-		}
-		y := x
-		if ok {
-			y, _ = strconv.Atoi(b)
-		}
-		n += y - x + 1
-	}
-	return n
 }
 
 // waitReady waits until every slot is served and each group g is led by

@@ -269,7 +269,7 @@ func movesSince(d *deployment, id int64) (moves, slotCount, keys int) {
 		moves++
 		for _, kv := range f[1:] {
 			if v, ok := strings.CutPrefix(kv, "slots="); ok {
-				slotCount += countSlots(v)
+				slotCount += clusterload.CountSlots(v)
 			}
 			if v, ok := strings.CutPrefix(kv, "keys="); ok {
 				k, _ := strconv.Atoi(v)

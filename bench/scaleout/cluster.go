@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlserver/rlserver/bench/internal/benchproc"
+	"github.com/rlserver/rlserver/bench/internal/clusterload"
 )
 
 // node is one rlserver process of a cluster this benchmark started.
@@ -188,29 +189,8 @@ func (c *cluster) groups(via string) ([]groupInfo, error) {
 	}
 	s, _ := v.(string)
 	var out []groupInfo
-	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		g := groupInfo{learner: "-"}
-		g.id, _ = strconv.Atoi(f[0])
-		for _, kv := range f[1:] {
-			k, val, _ := strings.Cut(kv, "=")
-			switch k {
-			case "leader":
-				g.leader = val
-			case "keys":
-				g.keys, _ = strconv.Atoi(val)
-			case "slots":
-				g.slots = val
-			case "replicas":
-				g.replicas = strings.Split(val, ",")
-			case "learner":
-				g.learner = val
-			}
-		}
-		out = append(out, g)
+	for _, g := range clusterload.ParseGroups(s) {
+		out = append(out, groupInfo{id: g.ID, leader: g.Leader, slots: g.Slots, keys: g.Keys, replicas: g.Replicas, learner: g.Learner})
 	}
 	return out, nil
 }
@@ -228,15 +208,9 @@ func (c *cluster) groupKeys(id int) int {
 			continue
 		}
 		s, _ := v.(string)
-		for _, line := range strings.Split(s, "\n") {
-			f := strings.Fields(line)
-			if len(f) > 0 && f[0] == strconv.Itoa(id) {
-				for _, kv := range f[1:] {
-					if k, val, _ := strings.Cut(kv, "="); k == "keys" {
-						n, _ := strconv.Atoi(val)
-						most = max(most, n)
-					}
-				}
+		for _, g := range clusterload.ParseGroups(s) {
+			if g.ID == id {
+				most = max(most, g.Keys)
 			}
 		}
 	}
