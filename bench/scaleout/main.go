@@ -43,14 +43,11 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -140,25 +137,16 @@ func main() {
 			os.RemoveAll(tmp)
 		}
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-sig
-		cleanup()
-		os.Exit(130)
-	}()
+	benchproc.OnInterrupt(cleanup)
 	fail := func(format string, args ...any) {
 		cleanup()
 		log.Fatalf(format, args...)
 	}
 
 	if cfg.bin == "" {
-		cfg.bin = filepath.Join(tmp, "rlserver")
 		logf("building rlserver")
-		cmd := exec.Command("go", "build", "-o", cfg.bin, "./cmd/rlserver")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fail("go build: %v (run from the repository's root)", err)
+		if cfg.bin, err = benchproc.BuildServer(tmp); err != nil {
+			fail("%v", err)
 		}
 	}
 	fmt.Printf("command: %s\n", strings.Join(os.Args, " "))
