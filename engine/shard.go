@@ -141,6 +141,9 @@ func (s *shard) lookup(key []byte, h uint64) (int, bool) {
 	if i < 0 {
 		return -1, false
 	}
+	if len(s.walks) != 0 {
+		s.touch(i)
+	}
 	if s.expiresAt(s.tab.slots[i].kind(), s.tab.slots[i].val) <= s.now {
 		s.remove(i)
 		return -1, false
@@ -200,6 +203,9 @@ func (s *shard) insert(key []byte, h uint64, k Kind) int {
 
 // remove deletes the key in used slot i and frees its state.
 func (s *shard) remove(i int) {
+	if len(s.walks) != 0 {
+		s.touch(i)
+	}
 	sl := &s.tab.slots[i]
 	k, v := sl.kind(), sl.val
 	s.tab.remove(i)
@@ -462,7 +468,8 @@ func (s *shard) flush() {
 		s.dirty++
 	}
 	for _, x := range s.walks {
-		x.freeze(s.tab.arena) // ends at its next step: gen changes
+		x.freeze(s.tab.arena) // an Export ends at its next step: gen changes
+		x.detach(s)           // a point-in-time walk goes on over the old state
 	}
 	s.retire(&s.tab)
 	s.tab = newTable(minSlots, 0)
