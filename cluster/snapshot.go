@@ -89,7 +89,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("cluster: restore: %w", err)
 	}
 	h := d.Header()
-	applied, dirBytes, slotBytes, err := readMeta(h.Meta)
+	applied, keys, dirBytes, slotBytes, err := readMeta(h.Meta)
 	if err != nil {
 		return fmt.Errorf("cluster: restore: %w", err)
 	}
@@ -115,7 +115,12 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err := f.eng.Flush(ctx); err != nil {
 		return fmt.Errorf("cluster: restore: %w", err)
 	}
-	if err := importRecords(ctx, f.eng, h.ClockNanos, d); err != nil {
+	err = f.eng.Reserve(ctx, keys)
+	if err == nil {
+		err = importRecords(ctx, f.eng, h.ClockNanos, d)
+	}
+	f.eng.Reserve(ctx, 0) // lift the floor; the sweep shrinks what was too much
+	if err != nil {
 		f.eng.Flush(ctx) // no half state; Raft retries or fails the start
 		return fmt.Errorf("cluster: restore: %w", err)
 	}
@@ -186,7 +191,7 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	defer s.snap.Close()
 	w := bufio.NewWriterSize(sink, 256<<10)
 	ctx := context.Background()
-	err := writeSnapshot(w, s.clock, s.applied, s.policies, func() ([]engine.Record, error) { return s.snap.Next(ctx) }, s.dir, s.slots)
+	err := writeSnapshot(w, s.clock, s.applied, s.snap.Keys(), s.policies, func() ([]engine.Record, error) { return s.snap.Next(ctx) }, s.dir, s.slots)
 	if err == nil {
 		err = w.Flush()
 	}
@@ -244,22 +249,25 @@ func (f *fsm) Digest(ctx context.Context) (applied uint64, digest string, err er
 // as a uvarint; version 2 adds the slot directory
 // (ownership.AppendDirectory, after its length as a uvarint) and the
 // slot-move state (ownership.AppendTable, to the end), either of which may be empty. Version 1 has neither.
+// Version 3 (streamed snapshots) is version 2 with, after the applied
+// index, the number of keys at the mark (a uvarint, at least the records
+// that follow), so Restore sizes the tables before the records arrive
+// (engine.Reserve says why).
 const (
 	metaVersion      = 1
 	metaVersionSlots = 2
+	metaVersionKeys  = 3
 )
 
 var errBadSnapshot = errors.New("bad snapshot")
 
 // writeSnapshot writes a snapshot whose records next returns, a slice at
 // a time, until io.EOF.
-func writeSnapshot(w io.Writer, clock int64, applied uint64, policies [][]string, next func() ([]engine.Record, error), dir, slots []byte) error {
-	meta := binary.AppendUvarint([]byte{metaVersion}, applied)
-	if dir != nil || slots != nil {
-		meta = binary.AppendUvarint([]byte{metaVersionSlots}, applied)
-		meta = binary.AppendUvarint(meta, uint64(len(dir)))
-		meta = append(append(meta, dir...), slots...)
-	}
+func writeSnapshot(w io.Writer, clock int64, applied uint64, keys int, policies [][]string, next func() ([]engine.Record, error), dir, slots []byte) error {
+	meta := binary.AppendUvarint([]byte{metaVersionKeys}, applied)
+	meta = binary.AppendUvarint(meta, uint64(keys))
+	meta = binary.AppendUvarint(meta, uint64(len(dir)))
+	meta = append(append(meta, dir...), slots...)
 	enc, err := persist.NewEncoder(w, persist.Header{ClockNanos: clock, Meta: meta, Policies: policies, Unordered: true})
 	if err != nil {
 		return err
@@ -292,21 +300,24 @@ func records(recs []engine.Record) func() ([]engine.Record, error) {
 	}
 }
 
-// readMeta parses the header's meta: the applied index, the directory and
-// the slot-move state.
-func readMeta(meta []byte) (applied uint64, dir, slots []byte, err error) {
-	if len(meta) < 2 || (meta[0] != metaVersion && meta[0] != metaVersionSlots) {
-		return 0, nil, nil, fmt.Errorf("%w: not a Raft snapshot of this version (meta %x)", errBadSnapshot, meta)
+// readMeta parses the header's meta: the applied index, the keys at the
+// mark (0: not known), the directory and the slot-move state.
+func readMeta(meta []byte) (applied uint64, keys int, dir, slots []byte, err error) {
+	if len(meta) < 2 || meta[0] < metaVersion || meta[0] > metaVersionKeys {
+		return 0, 0, nil, nil, fmt.Errorf("%w: not a Raft snapshot of this version (meta %x)", errBadSnapshot, meta)
 	}
 	d := codec.Reader{B: meta[1:]}
 	applied = d.Uvarint()
-	if meta[0] == metaVersionSlots {
+	if meta[0] == metaVersionKeys {
+		keys = int(min(d.Uvarint(), 1<<40))
+	}
+	if meta[0] >= metaVersionSlots {
 		dir = d.Bytes()
 		slots = d.B
 		d.B = nil
 	}
 	if d.Err != nil || len(d.B) != 0 {
-		return 0, nil, nil, fmt.Errorf("%w: bad meta %x", errBadSnapshot, meta)
+		return 0, 0, nil, nil, fmt.Errorf("%w: bad meta %x", errBadSnapshot, meta)
 	}
-	return applied, dir, slots, nil
+	return applied, keys, dir, slots, nil
 }

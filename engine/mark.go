@@ -53,6 +53,7 @@ type Snapshot struct {
 	next  int         // the shard Next steps first
 	left  int         // walks not ended
 	clock int64
+	keys  int // keys the shards held at the mark
 }
 
 // Mark starts a point-in-time export of the state at nowNanos: every shard
@@ -66,16 +67,18 @@ type Snapshot struct {
 func (e *Engine) Mark(ctx context.Context, nowNanos int64) (*Snapshot, error) {
 	sn := &Snapshot{e: e, walks: make([]*exporter, len(e.shards)), left: len(e.shards)}
 	clocks := make([]int64, len(e.shards))
+	keys := make([]int, len(e.shards))
 	if err := e.onEach(ctx, func(i int, s *shard) {
 		s.advance(nowNanos)
 		x := &exporter{pit: true, now: s.now}
 		x.start(s)
-		sn.walks[i], clocks[i] = x, s.now
+		sn.walks[i], clocks[i], keys[i] = x, s.now, s.tab.live
 	}); err != nil {
 		return nil, err
 	}
-	for _, c := range clocks {
+	for i, c := range clocks {
 		sn.clock = max(sn.clock, c)
+		sn.keys += keys[i]
 	}
 	return sn, nil
 }
@@ -175,3 +178,37 @@ func (x *exporter) detach(s *shard) {
 	}
 	x.src = &shard{now: s.now, tab: s.tab, fixed: s.fixed, sliding: s.sliding, log: s.log, scaled: s.scaled, data: s.data}
 }
+
+// Keys is the number of keys the shards held at the mark, expired ones
+// not yet dropped included: at least the number of records the export
+// returns. A restore passes it to Reserve.
+func (sn *Snapshot) Keys() int { return sn.keys }
+
+// Reserve sizes every shard's table for keys keys in all (spread evenly
+// over the shards) and keeps it at least that large (neither the sweep nor
+// a rebuild shrinks it) until Reserve is called again; Reserve(0) lifts
+// the floor. Importing a point-in-time export needs it: its records come
+// in table order, which is hash order, so a table that grew during the
+// import would hold each time keys of a narrow range of hashes in a table
+// sized for all of them, piled into one long probe run, and each insert
+// would cost in proportion to the keys imported so far. Sized up front,
+// every key lands near its home slot. keys is capped at maxReserve.
+func (e *Engine) Reserve(ctx context.Context, keys int) error {
+	keys = min(max(keys, 0), maxReserve)
+	per := (keys + len(e.shards) - 1) / len(e.shards)
+	per += per / 16 // the hash spreads keys unevenly over the shards
+	return e.onEach(ctx, func(_ int, s *shard) {
+		if keys == 0 {
+			s.floor = 0
+			return
+		}
+		s.floor = tableSize(per)
+		if len(s.tab.slots) < s.floor {
+			s.rebuild()
+		}
+	})
+}
+
+// maxReserve bounds Reserve, so a wrong hint costs at most 2^28 keys'
+// slots (8 GiB, mapped but untouched until written).
+const maxReserve = 1 << 28

@@ -355,3 +355,39 @@ func TestMarkConcurrent(t *testing.T) {
 		e.Close()
 	}
 }
+
+// TestReserve: Reserve sizes the tables up front and keeps them from
+// shrinking (a sweep of the still empty tables would otherwise undo it
+// during a restore) until Reserve(0).
+func TestReserve(t *testing.T) {
+	e := New(2)
+	defer e.Close()
+	ctx := context.Background()
+	slots := func() (n []int) {
+		e.onEach(ctx, func(_ int, s *shard) { n = append(n, len(s.tab.slots)) })
+		return n
+	}
+	if err := e.Reserve(ctx, 100000); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range slots() {
+		if n < tableSize(50000) {
+			t.Fatalf("reserved tables of %v slots", slots())
+		}
+	}
+	if _, _, err := e.Sweep(ctx, markT0, 10); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range slots() {
+		if n < tableSize(50000) {
+			t.Fatalf("a sweep shrank reserved tables to %v slots", slots())
+		}
+	}
+	e.Reserve(ctx, 0)
+	e.Sweep(ctx, markT0, 10)
+	for _, n := range slots() {
+		if n > shrinkFloor {
+			t.Fatalf("after Reserve(0), a sweep left tables of %v slots", slots())
+		}
+	}
+}

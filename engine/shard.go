@@ -25,6 +25,7 @@ type shard struct {
 	walks    []*exporter        // exports in progress (record.go)
 	retired  []*region          // arrays of replaced tables that exports still read (memory.go)
 	noCreate bool               // requests that would create a key fail with ErrOOM (evict.go)
+	floor    int                // slots a rebuild keeps at least (Engine.Reserve)
 	scratch  Request            // the read-only copy of a group's tier (decideGroup)
 	replies  replyArena         // the replies of data commands (OpCmd)
 
@@ -248,6 +249,7 @@ func (s *shard) rebuild() {
 	if n := len(s.tab.slots); size < n {
 		size = max(size, min(n, shrinkFloor))
 	}
+	size = max(size, s.floor)
 	var fixed slab[fixedState]
 	var sliding slab[slidingState]
 	var log slab[logState]
@@ -436,7 +438,7 @@ func (s *shard) sweep(now int64, budget int) (examined, dropped int) {
 // follows the live keys down as well as up.
 func (s *shard) shrink() {
 	t := &s.tab
-	if (len(t.slots) > shrinkFloor && t.live*16 < len(t.slots)) ||
+	if (len(t.slots) > max(shrinkFloor, s.floor) && t.live*16 < len(t.slots)) ||
 		(t.deadBytes >= 1<<20 && t.deadBytes*2 > len(t.arena)) {
 		s.rebuild()
 	}
