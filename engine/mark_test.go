@@ -363,8 +363,9 @@ func TestReserve(t *testing.T) {
 	e := New(2)
 	defer e.Close()
 	ctx := context.Background()
-	slots := func() (n []int) {
-		e.onEach(ctx, func(_ int, s *shard) { n = append(n, len(s.tab.slots)) })
+	slots := func() []int {
+		n := make([]int, 2)
+		e.onEach(ctx, func(i int, s *shard) { n[i] = len(s.tab.slots) })
 		return n
 	}
 	if err := e.Reserve(ctx, 100000); err != nil {
