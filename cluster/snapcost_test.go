@@ -106,17 +106,20 @@ func TestSnapshotCost(t *testing.T) {
 		t.Logf("%-6s snapshot: %8v, %4d MiB, longest apply during it %v", name, took.Round(time.Millisecond), fi.Size()>>20, (<-longest).Round(time.Microsecond))
 		return path
 	}
-	before := measure("before", func(path string) error {
-		f.mu.Lock()
-		clock, applied, recs, err := f.capture(context.Background())
-		f.mu.Unlock()
-		if err != nil {
-			return err
-		}
-		return writeFile(path, func(w io.Writer) error {
-			return writeSnapshotSorted(w, clock, applied, recs)
-		})
-	})
+	// The machine's own noise: the same load for a while, no snapshot.
+	{
+		stop := make(chan struct{})
+		longest := load(stop)
+		time.Sleep(3 * time.Second)
+		close(stop)
+		t.Logf("no snapshot (3 s of the same load): longest apply %v", (<-longest).Round(time.Microsecond))
+	}
+	// RLSERVER_SNAPSHOT_ONLY=after skips the old way (to profile the new).
+	old := os.Getenv("RLSERVER_SNAPSHOT_ONLY") != "after"
+	before := ""
+	if old {
+		before = measure("before", beforeSnapshot(f))
+	}
 	after := measure("after", func(path string) error {
 		snap, err := f.Snapshot()
 		if err != nil {
@@ -176,19 +179,41 @@ func TestSnapshotCost(t *testing.T) {
 		state := memNow() - base
 		t.Logf("%-6s restore: %8v, receiver's peak %5d MiB above its start (the restored state itself: %d MiB)", name, took.Round(time.Millisecond), (<-peak-base)>>20, state>>20)
 	}
-	restore("before", before, func(g *fsm, r io.ReadCloser) error {
-		defer r.Close()
-		h, recs, err := persist.Decode(bufio.NewReaderSize(r, 256<<10))
+	if old {
+		restore("before", before, restoreWhole)
+	}
+	restore("after", copied, func(g *fsm, r io.ReadCloser) error { return g.Restore(r) })
+}
+
+// restoreWhole is how Restore worked before streaming: decode the whole
+// snapshot, then import it.
+func restoreWhole(g *fsm, r io.ReadCloser) error {
+	defer r.Close()
+	h, recs, err := persist.Decode(bufio.NewReaderSize(r, 256<<10))
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	if err := g.eng.Flush(ctx); err != nil {
+		return err
+	}
+	return g.eng.Import(ctx, h.ClockNanos, recs)
+}
+
+// beforeSnapshot is how a snapshot was taken before streaming: the state
+// copied and sorted under the FSM's lock, then written.
+func beforeSnapshot(f *fsm) func(path string) error {
+	return func(path string) error {
+		f.mu.Lock()
+		clock, applied, recs, err := f.capture(context.Background())
+		f.mu.Unlock()
 		if err != nil {
 			return err
 		}
-		ctx := context.Background()
-		if err := g.eng.Flush(ctx); err != nil {
-			return err
-		}
-		return g.eng.Import(ctx, h.ClockNanos, recs)
-	})
-	restore("after", copied, func(g *fsm, r io.ReadCloser) error { return g.Restore(r) })
+		return writeFile(path, func(w io.Writer) error {
+			return writeSnapshotSorted(w, clock, applied, recs)
+		})
+	}
 }
 
 func costKey(i int) string { return "user:" + strconv.Itoa(i) }
