@@ -205,7 +205,13 @@ func restoreWhole(g *fsm, r io.ReadCloser) error {
 func beforeSnapshot(f *fsm) func(path string) error {
 	return func(path string) error {
 		f.mu.Lock()
-		clock, applied, recs, err := f.capture(context.Background())
+		clock, applied := f.now.Load(), f.applied.Load()
+		var recs []engine.Record
+		_, err := f.eng.Export(context.Background(), clock, func(r engine.Record) error {
+			recs = append(recs, r)
+			return nil
+		})
+		persist.SortRecords(recs)
 		f.mu.Unlock()
 		if err != nil {
 			return err

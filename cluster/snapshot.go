@@ -45,20 +45,6 @@ import (
 // restoreChunk is how many records Restore decodes before it imports them.
 const restoreChunk = 16 << 10
 
-// capture exports the state between two entries, sorted by key, for
-// Digest. The caller holds f.mu, so applies wait for the whole copy.
-func (f *fsm) capture(ctx context.Context) (clock int64, applied uint64, recs []engine.Record, err error) {
-	clock, applied = f.now.Load(), f.applied.Load()
-	// Export at the FSM's clock: every shard is at or behind it, so this
-	// moves no shard past a time the log has not reached.
-	_, err = f.eng.Export(ctx, clock, func(r engine.Record) error {
-		recs = append(recs, r)
-		return nil
-	})
-	persist.SortRecords(recs)
-	return clock, applied, recs, err
-}
-
 // Snapshot marks the state for Raft. Raft calls it between Apply calls;
 // Persist then writes it out while Apply goes on.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
@@ -207,11 +193,14 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 func (s *fsmSnapshot) Release() { s.snap.Close() }
 
 // Digest hashes the state at the last applied entry: the clock, the applied
-// index and the sorted live records. Replicas that applied the same log
-// report the same digest.
+// index and the live records, sorted by key. Replicas that applied the
+// same log report the same digest. Like a snapshot, it marks the state
+// under f.mu and reads it while entries are applied; unlike one, it holds
+// every record in memory, to sort them.
 func (f *fsm) Digest(ctx context.Context) (applied uint64, digest string, err error) {
 	f.mu.Lock()
-	clock, applied, recs, err := f.capture(ctx)
+	clock, applied := f.now.Load(), f.applied.Load()
+	snap, err := f.eng.Mark(ctx, clock)
 	defs := f.policies.Defs()
 	dir := encodedDirectory(f.dir.Load())
 	table := encodedSlotTable(&f.slots)
@@ -219,6 +208,19 @@ func (f *fsm) Digest(ctx context.Context) (applied uint64, digest string, err er
 	if err != nil {
 		return 0, "", err
 	}
+	defer snap.Close()
+	var recs []engine.Record
+	for {
+		r, err := snap.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, "", err
+		}
+		recs = append(recs, r...)
+	}
+	persist.SortRecords(recs)
 	h := sha256.New()
 	var buf []byte
 	buf = binary.AppendVarint(buf, clock)
