@@ -43,11 +43,11 @@ func TestDirectoryReplicated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := snap.(*fsmSnapshot)
-	var buf bytes.Buffer
-	if err := writeSnapshot(&buf, s.clock, s.applied, s.policies, s.recs, s.dir, s.slots); err != nil {
+	var buf bufSink
+	if err := snap.Persist(&buf); err != nil {
 		t.Fatal(err)
 	}
+	snap.Release()
 	eng := engine.New(1)
 	defer eng.Close()
 	restored := newFSM(eng)

@@ -98,7 +98,7 @@ func TestEncodingsUnchanged(t *testing.T) {
 	res := []engine.Result{{Allowed: true, Limit: 10, Remaining: 9, RetryAfter: -1, ResetAfter: 1e9, Kind: 1}, {Err: engine.ErrWrongType, Reply: "+OK\r\n"}}
 	put("results", appendResults(nil, res))
 	var snap bytes.Buffer
-	if err := writeSnapshot(&snap, 5, 6, [][]string{{"gold", "ALLOW", "10", "1"}}, recs, ownership.AppendDirectory(nil, d), ownership.AppendTable(nil, &f.slots)); err != nil {
+	if err := writeSnapshot(&snap, 5, 6, len(recs), [][]string{{"gold", "ALLOW", "10", "1"}}, records(recs), ownership.AppendDirectory(nil, d), ownership.AppendTable(nil, &f.slots)); err != nil {
 		t.Fatal(err)
 	}
 	put("snapshot", snap.Bytes())

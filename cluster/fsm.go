@@ -22,7 +22,7 @@ type fsm struct {
 	policies *policy.Store // replicated: changed only by log entries and snapshots
 
 	// mu is held while an entry is applied and while a consistent view is
-	// taken (snapshot capture, digest), so the view falls between entries.
+	// taken (snapshot mark, digest mark), so the view falls between entries.
 	mu      sync.Mutex
 	now     atomic.Int64  // the last applied time, clamped; written under mu
 	applied atomic.Uint64 // the index of the last applied entry; written under mu

@@ -20,44 +20,66 @@ import (
 )
 
 // Raft snapshots hold the FSM's clock, its applied index and every live
-// record, sorted by key, in the persist format: two replicas at the same
-// index write the same bytes whatever their shard counts.
+// record, in the persist format, unordered (persist.Header.Unordered).
+//
+// Taking one stops the group from applying entries only for the engine's
+// mark (engine.Mark: one job per shard): Snapshot marks the state under
+// f.mu, between two entries, and Persist then walks it, point in time
+// (copy on write in the engine), while entries are applied, writing the
+// records to Raft's sink as each step returns them. Memory is bounded by a
+// step's records, the encoder's block, and the records that writes save
+// for the walk, not by the state. The records come in the engine's walk
+// order, which differs between replicas (their tables have different
+// histories): sorting them would need the whole state in memory, so two
+// replicas at one index write the same records in different orders, and
+// the digest (Digest, RL.CLUSTER DIGEST), which sorts, is what compares
+// replicas.
+//
+// Restore streams too: Raft's file snapshot store hands it the snapshot
+// file (after checking its CRC64; a snapshot a leader sends is streamed
+// from its file over the transport into a file first, see
+// docs/cluster-mode.md), and Restore decodes it block by block and imports
+// restoreChunk records at a time, so the receiver never holds more than a
+// chunk of records beside the state itself.
 
-// capture exports the state between two entries. The caller holds f.mu.
-func (f *fsm) capture(ctx context.Context) (clock int64, applied uint64, recs []engine.Record, err error) {
-	clock, applied = f.now.Load(), f.applied.Load()
-	// Export at the FSM's clock: every shard is at or behind it, so this
-	// moves no shard past a time the log has not reached.
-	_, err = f.eng.Export(ctx, clock, func(r engine.Record) error {
-		recs = append(recs, r)
-		return nil
-	})
-	persist.SortRecords(recs)
-	return clock, applied, recs, err
-}
+// restoreChunk is how many records Restore decodes before it imports them.
+const restoreChunk = 16 << 10
 
-// Snapshot captures the state for Raft. Raft calls it between Apply calls;
-// Persist then writes it out without blocking Apply.
+// Snapshot marks the state for Raft. Raft calls it between Apply calls;
+// Persist then writes it out while Apply goes on.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	clock, applied, recs, err := f.capture(context.Background())
+	clock, applied := f.now.Load(), f.applied.Load()
+	// Mark at the FSM's clock: every shard is at or behind it, so this
+	// moves no shard past a time the log has not reached.
+	snap, err := f.eng.Mark(context.Background(), clock)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: snapshot: %w", err)
 	}
-	return &fsmSnapshot{clock: clock, applied: applied, recs: recs, policies: f.policies.Defs(),
+	return &fsmSnapshot{clock: clock, applied: applied, snap: snap, policies: f.policies.Defs(),
 		dir: encodedDirectory(f.dir.Load()), slots: encodedSlotTable(&f.slots)}, nil
 }
 
 // Restore replaces the state with a snapshot's (a follower catching up, a
-// node joining, or a restart).
+// node joining, or a restart). The header (applied index, directory,
+// slot moves, policies) is checked before the state is touched; the
+// records are then imported as they are decoded. A snapshot that turns
+// out damaged part-way leaves the engine flushed and the error returned:
+// Raft then keeps its log and applied index, and retries an install or
+// fails the start, so a half-restored state is never served.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	clock, applied, recs, defs, dirBytes, slotBytes, err := readSnapshot(rc)
+	d, err := persist.NewDecoder(rc)
 	if err != nil {
 		return fmt.Errorf("cluster: restore: %w", err)
 	}
-	ps, err := policy.ParseDefs(defs)
+	h := d.Header()
+	applied, keys, dirBytes, slotBytes, err := readMeta(h.Meta)
+	if err != nil {
+		return fmt.Errorf("cluster: restore: %w", err)
+	}
+	ps, err := policy.ParseDefs(h.Policies)
 	if err != nil {
 		return fmt.Errorf("cluster: restore: policies: %w", err)
 	}
@@ -79,18 +101,49 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err := f.eng.Flush(ctx); err != nil {
 		return fmt.Errorf("cluster: restore: %w", err)
 	}
-	if err := f.eng.Import(ctx, clock, recs); err != nil {
+	err = f.eng.Reserve(ctx, keys)
+	if err == nil {
+		err = importRecords(ctx, f.eng, h.ClockNanos, d)
+	}
+	f.eng.Reserve(ctx, 0) // lift the floor; the sweep shrinks what was too much
+	if err != nil {
+		f.eng.Flush(ctx) // no half state; Raft retries or fails the start
 		return fmt.Errorf("cluster: restore: %w", err)
 	}
 	if err := f.policies.Replace(ps); err != nil {
 		return fmt.Errorf("cluster: restore: policies: %w", err)
 	}
-	f.now.Store(clock)
+	f.now.Store(h.ClockNanos)
 	f.applied.Store(applied)
 	f.setDirectory(dir)
 	f.slots = table
 	f.publishMovedIn()
 	return nil
+}
+
+// importRecords imports d's records into eng at clock, restoreChunk at a
+// time, up to the end of the snapshot (whose trailer d checks).
+func importRecords(ctx context.Context, eng *engine.Engine, clock int64, d *persist.Decoder) error {
+	chunk := make([]engine.Record, 0, restoreChunk)
+	for {
+		rec, err := d.Next()
+		if err != nil && err != io.EOF {
+			return err
+		}
+		if err == nil {
+			chunk = append(chunk, rec)
+		}
+		if len(chunk) == restoreChunk || (err == io.EOF && len(chunk) > 0) {
+			if err := eng.Import(ctx, clock, chunk); err != nil {
+				return err
+			}
+			clear(chunk) // the decoder's blocks can go
+			chunk = chunk[:0]
+		}
+		if err == io.EOF {
+			return nil
+		}
+	}
 }
 
 // encodedSlotTable is t for a snapshot, or nil when no move touched the
@@ -114,15 +167,17 @@ func encodedDirectory(d *ownership.Directory) []byte {
 type fsmSnapshot struct {
 	clock    int64
 	applied  uint64
-	recs     []engine.Record
-	policies [][]string // definitions, sorted by name
-	dir      []byte     // the slot directory (ownership.AppendDirectory), nil when not initialised
-	slots    []byte     // the slot-move state (ownership.AppendTable), nil when empty
+	snap     *engine.Snapshot // the records, point in time (engine.Mark)
+	policies [][]string       // definitions, sorted by name
+	dir      []byte           // the slot directory (ownership.AppendDirectory), nil when not initialised
+	slots    []byte           // the slot-move state (ownership.AppendTable), nil when empty
 }
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	defer s.snap.Close()
 	w := bufio.NewWriterSize(sink, 256<<10)
-	err := writeSnapshot(w, s.clock, s.applied, s.policies, s.recs, s.dir, s.slots)
+	ctx := context.Background()
+	err := writeSnapshot(w, s.clock, s.applied, s.snap.Keys(), s.policies, func() ([]engine.Record, error) { return s.snap.Next(ctx) }, s.dir, s.slots)
 	if err == nil {
 		err = w.Flush()
 	}
@@ -133,14 +188,19 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	return sink.Close()
 }
 
-func (s *fsmSnapshot) Release() {}
+// Release ends the walk if Persist did not (Raft releases a snapshot
+// whose store failed without persisting it).
+func (s *fsmSnapshot) Release() { s.snap.Close() }
 
 // Digest hashes the state at the last applied entry: the clock, the applied
-// index and the sorted live records. Replicas that applied the same log
-// report the same digest.
+// index and the live records, sorted by key. Replicas that applied the
+// same log report the same digest. Like a snapshot, it marks the state
+// under f.mu and reads it while entries are applied; unlike one, it holds
+// every record in memory, to sort them.
 func (f *fsm) Digest(ctx context.Context) (applied uint64, digest string, err error) {
 	f.mu.Lock()
-	clock, applied, recs, err := f.capture(ctx)
+	clock, applied := f.now.Load(), f.applied.Load()
+	snap, err := f.eng.Mark(ctx, clock)
 	defs := f.policies.Defs()
 	dir := encodedDirectory(f.dir.Load())
 	table := encodedSlotTable(&f.slots)
@@ -148,6 +208,19 @@ func (f *fsm) Digest(ctx context.Context) (applied uint64, digest string, err er
 	if err != nil {
 		return 0, "", err
 	}
+	defer snap.Close()
+	var recs []engine.Record
+	for {
+		r, err := snap.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, "", err
+		}
+		recs = append(recs, r...)
+	}
+	persist.SortRecords(recs)
 	h := sha256.New()
 	var buf []byte
 	buf = binary.AppendVarint(buf, clock)
@@ -178,41 +251,75 @@ func (f *fsm) Digest(ctx context.Context) (applied uint64, digest string, err er
 // as a uvarint; version 2 adds the slot directory
 // (ownership.AppendDirectory, after its length as a uvarint) and the
 // slot-move state (ownership.AppendTable, to the end), either of which may be empty. Version 1 has neither.
+// Version 3 (streamed snapshots) is version 2 with, after the applied
+// index, the number of keys at the mark (a uvarint, at least the records
+// that follow), so Restore sizes the tables before the records arrive
+// (engine.Reserve says why).
 const (
 	metaVersion      = 1
 	metaVersionSlots = 2
+	metaVersionKeys  = 3
 )
 
 var errBadSnapshot = errors.New("bad snapshot")
 
-func writeSnapshot(w io.Writer, clock int64, applied uint64, policies [][]string, recs []engine.Record, dir, slots []byte) error {
-	meta := binary.AppendUvarint([]byte{metaVersion}, applied)
-	if dir != nil || slots != nil {
-		meta = binary.AppendUvarint([]byte{metaVersionSlots}, applied)
-		meta = binary.AppendUvarint(meta, uint64(len(dir)))
-		meta = append(append(meta, dir...), slots...)
+// writeSnapshot writes a snapshot whose records next returns, a slice at
+// a time, until io.EOF.
+func writeSnapshot(w io.Writer, clock int64, applied uint64, keys int, policies [][]string, next func() ([]engine.Record, error), dir, slots []byte) error {
+	meta := binary.AppendUvarint([]byte{metaVersionKeys}, applied)
+	meta = binary.AppendUvarint(meta, uint64(keys))
+	meta = binary.AppendUvarint(meta, uint64(len(dir)))
+	meta = append(append(meta, dir...), slots...)
+	enc, err := persist.NewEncoder(w, persist.Header{ClockNanos: clock, Meta: meta, Policies: policies, Unordered: true})
+	if err != nil {
+		return err
 	}
-	return persist.Encode(w, persist.Header{ClockNanos: clock, Meta: meta, Policies: policies}, recs)
+	for {
+		recs, err := next()
+		if err == io.EOF {
+			return enc.Close()
+		}
+		if err != nil {
+			return err
+		}
+		for i := range recs {
+			if err := enc.Write(recs[i]); err != nil {
+				return err
+			}
+		}
+	}
 }
 
-func readSnapshot(r io.Reader) (clock int64, applied uint64, recs []engine.Record, policies [][]string, dir, slots []byte, err error) {
-	h, recs, err := persist.Decode(r)
-	if err != nil {
-		return 0, 0, nil, nil, nil, nil, err
+// records is a next function for writeSnapshot that returns recs once.
+func records(recs []engine.Record) func() ([]engine.Record, error) {
+	return func() ([]engine.Record, error) {
+		if recs == nil {
+			return nil, io.EOF
+		}
+		r := recs
+		recs = nil
+		return r, nil
 	}
-	bad := func() error { return fmt.Errorf("%w: bad meta %x", errBadSnapshot, h.Meta) }
-	if len(h.Meta) < 2 || (h.Meta[0] != metaVersion && h.Meta[0] != metaVersionSlots) {
-		return 0, 0, nil, nil, nil, nil, fmt.Errorf("%w: not a Raft snapshot of this version (meta %x)", errBadSnapshot, h.Meta)
+}
+
+// readMeta parses the header's meta: the applied index, the keys at the
+// mark (0: not known), the directory and the slot-move state.
+func readMeta(meta []byte) (applied uint64, keys int, dir, slots []byte, err error) {
+	if len(meta) < 2 || meta[0] < metaVersion || meta[0] > metaVersionKeys {
+		return 0, 0, nil, nil, fmt.Errorf("%w: not a Raft snapshot of this version (meta %x)", errBadSnapshot, meta)
 	}
-	d := codec.Reader{B: h.Meta[1:]}
+	d := codec.Reader{B: meta[1:]}
 	applied = d.Uvarint()
-	if h.Meta[0] == metaVersionSlots {
+	if meta[0] == metaVersionKeys {
+		keys = int(min(d.Uvarint(), 1<<40))
+	}
+	if meta[0] >= metaVersionSlots {
 		dir = d.Bytes()
 		slots = d.B
 		d.B = nil
 	}
 	if d.Err != nil || len(d.B) != 0 {
-		return 0, 0, nil, nil, nil, nil, bad()
+		return 0, 0, nil, nil, fmt.Errorf("%w: bad meta %x", errBadSnapshot, meta)
 	}
-	return h.ClockNanos, applied, recs, h.Policies, dir, slots, nil
+	return applied, keys, dir, slots, nil
 }

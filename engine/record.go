@@ -29,9 +29,10 @@ type Record struct {
 	Fields []int64
 }
 
-// exportChunk bounds the keys a shard examines per step of Export and the
-// records it inserts per step of Import, so a shard is never held long.
-const exportChunk = 4096
+// exportChunk bounds the keys a shard examines per step of Export (and of
+// a Snapshot) and the records it inserts per step of Import, so a shard is
+// never held long. Tests lower it to interleave steps with writes.
+var exportChunk = 4096
 
 // maxStored bounds every stored time: now plus one duration.
 const maxStored = MaxNow + MaxDuration
@@ -100,6 +101,9 @@ func (e *Engine) Export(ctx context.Context, nowNanos int64, fn func(Record) err
 //
 // Flush replaces the table and the slabs; gen detects it and ends the walk:
 // every key that was there is gone.
+//
+// A point-in-time walk (pit, Engine.Mark) reads the state as it was at its
+// start instead: see mark.go.
 type exporter struct {
 	s       *shard
 	gen     uint64
@@ -107,12 +111,19 @@ type exporter struct {
 	arena   []byte   // once frozen, the arena the walked slots point into
 	frozen  bool     // the table has replaced slots
 	pos     int      // the next slot to examine
-	created []uint64 // bit i: an insert took slot i >= pos during the walk
+	created []uint64 // bit i: slot i >= pos is not to be read (an insert took it during the walk; pit: or its key's state was saved)
 	out     []Record
+
+	// Point-in-time walks only (mark.go).
+	pit   bool
+	now   int64    // the shard's time at the mark: records are the states live then
+	src   *shard   // where states are read: s, or the state s had when it was flushed (detach)
+	saved []Record // states saved before a change (touch), not yet returned
+	done  bool     // the walk has ended (Snapshot.Next's bookkeeping)
 }
 
 func (x *exporter) start(s *shard) {
-	x.s, x.gen, x.slots = s, s.gen, s.tab.slots
+	x.s, x.src, x.gen, x.slots = s, s, s.gen, s.tab.slots
 	s.walks = append(s.walks, x)
 }
 
@@ -121,10 +132,20 @@ func (x *exporter) inserted(i int) {
 	if x.frozen || i < x.pos {
 		return // the walk never reads that slot (again)
 	}
+	x.skip(i)
+}
+
+// skip marks slot i of x.slots as one the walk does not read.
+func (x *exporter) skip(i int) {
 	if x.created == nil {
 		x.created = make([]uint64, (len(x.slots)+63)/64)
 	}
 	x.created[i/64] |= 1 << (i % 64)
+}
+
+// skipped reports whether skip(i) was called.
+func (x *exporter) skipped(i int) bool {
+	return x.created != nil && x.created[i/64]&(1<<(i%64)) != 0
 }
 
 // freeze is called when the table replaces its arrays: arena is the old
@@ -141,30 +162,40 @@ func (x *exporter) freeze(arena []byte) {
 func (x *exporter) step() (recs []Record, more bool) {
 	x.out = nil
 	s := x.s
-	if s.gen != x.gen {
+	if !x.pit && s.gen != x.gen {
 		x.end() // flushed: every key that was here is gone
 		return nil, false
 	}
+	// src is s, or for a point-in-time walk over a flushed state, that
+	// state; at is the time at which a record must be live.
+	src, at := x.src, s.now
+	if x.pit {
+		at = x.now
+	}
 	for examined, scanned := 0, 0; x.pos < len(x.slots) && examined < exportChunk && scanned < 16*exportChunk; x.pos, scanned = x.pos+1, scanned+1 {
 		sl := &x.slots[x.pos]
-		if !sl.used() || (x.created != nil && x.created[x.pos/64]&(1<<(x.pos%64)) != 0) {
+		if !sl.used() || x.skipped(x.pos) {
 			continue
 		}
 		examined++
 		var key []byte
 		if x.frozen {
 			key = keyOf(x.arena, sl)
-			i := s.tab.find(key, hashKey(key))
+			i := src.tab.find(key, hashKey(key))
 			if i < 0 {
 				continue // deleted since the table was rebuilt
 			}
-			sl = &s.tab.slots[i]
+			sl = &src.tab.slots[i]
 		} else {
-			key = keyOf(s.tab.arena, sl)
+			key = keyOf(src.tab.arena, sl)
 		}
-		if s.expiresAt(sl.kind(), sl.val) > s.now {
-			x.out = append(x.out, s.record(key, sl.kind(), sl.val))
+		if src.expiresAt(sl.kind(), sl.val) > at {
+			x.out = append(x.out, src.record(key, sl.kind(), sl.val))
 		}
+	}
+	if len(x.saved) > 0 {
+		x.out = append(x.out, x.saved...)
+		x.saved = nil
 	}
 	more = x.pos < len(x.slots)
 	if !more {
@@ -180,7 +211,7 @@ func (x *exporter) end() {
 	}
 	x.s.walks = slices.DeleteFunc(x.s.walks, func(y *exporter) bool { return y == x })
 	x.s.freeRetired()
-	x.slots, x.arena, x.created = nil, nil, nil
+	x.slots, x.arena, x.created, x.src, x.saved = nil, nil, nil, nil, nil
 }
 
 // abort ends a started walk on the shard goroutine. The job is sent even

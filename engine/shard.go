@@ -25,6 +25,7 @@ type shard struct {
 	walks    []*exporter        // exports in progress (record.go)
 	retired  []*region          // arrays of replaced tables that exports still read (memory.go)
 	noCreate bool               // requests that would create a key fail with ErrOOM (evict.go)
+	floor    int                // slots a rebuild keeps at least (Engine.Reserve)
 	scratch  Request            // the read-only copy of a group's tier (decideGroup)
 	replies  replyArena         // the replies of data commands (OpCmd)
 
@@ -141,6 +142,9 @@ func (s *shard) lookup(key []byte, h uint64) (int, bool) {
 	if i < 0 {
 		return -1, false
 	}
+	if len(s.walks) != 0 {
+		s.touch(i)
+	}
 	if s.expiresAt(s.tab.slots[i].kind(), s.tab.slots[i].val) <= s.now {
 		s.remove(i)
 		return -1, false
@@ -200,6 +204,9 @@ func (s *shard) insert(key []byte, h uint64, k Kind) int {
 
 // remove deletes the key in used slot i and frees its state.
 func (s *shard) remove(i int) {
+	if len(s.walks) != 0 {
+		s.touch(i)
+	}
 	sl := &s.tab.slots[i]
 	k, v := sl.kind(), sl.val
 	s.tab.remove(i)
@@ -242,6 +249,7 @@ func (s *shard) rebuild() {
 	if n := len(s.tab.slots); size < n {
 		size = max(size, min(n, shrinkFloor))
 	}
+	size = max(size, s.floor)
 	var fixed slab[fixedState]
 	var sliding slab[slidingState]
 	var log slab[logState]
@@ -430,7 +438,7 @@ func (s *shard) sweep(now int64, budget int) (examined, dropped int) {
 // follows the live keys down as well as up.
 func (s *shard) shrink() {
 	t := &s.tab
-	if (len(t.slots) > shrinkFloor && t.live*16 < len(t.slots)) ||
+	if (len(t.slots) > max(shrinkFloor, s.floor) && t.live*16 < len(t.slots)) ||
 		(t.deadBytes >= 1<<20 && t.deadBytes*2 > len(t.arena)) {
 		s.rebuild()
 	}
@@ -462,7 +470,8 @@ func (s *shard) flush() {
 		s.dirty++
 	}
 	for _, x := range s.walks {
-		x.freeze(s.tab.arena) // ends at its next step: gen changes
+		x.freeze(s.tab.arena) // an Export ends at its next step: gen changes
+		x.detach(s)           // a point-in-time walk goes on over the old state
 	}
 	s.retire(&s.tab)
 	s.tab = newTable(minSlots, 0)

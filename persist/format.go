@@ -15,7 +15,7 @@
 //	header   magic    8 bytes  "\x89RLSNAP\n" (the high byte and the newline catch text-mode copies)
 //	         version  uint16   format version (1)
 //	         ^version uint16   its complement, so a flipped bit reads as damage, not as a newer version
-//	         flags    uint32   0; a reader refuses bits it does not know
+//	         flags    uint32   flagUnordered or 0; a reader refuses bits it does not know
 //	         clock    int64    ns since the Unix epoch: the state's clock (Header.ClockNanos)
 //	         metaLen  uint32   at most MaxMeta
 //	         meta     metaLen bytes, opaque (Header.Meta)
@@ -37,7 +37,11 @@
 //	n        uvarint  number of fields
 //	fields   n zigzag varints
 //
-// Keys are strictly ascending (bytewise) across the whole file. Fields
+// Keys are strictly ascending (bytewise) across the whole file, unless
+// the header's flags hold flagUnordered (Header.Unordered): each key then
+// appears at most once, in any order (a Raft snapshot streamed from a
+// point-in-time export, which cannot sort the whole state in bounded
+// memory). Readers before that flag refuse such a file. Fields
 // that are times (see timeFields) are written as the difference from a
 // base: the header's clock for the first time field of a record, the
 // previous time for the later ones of an RL.LOG record (ascending, so the
@@ -142,7 +146,14 @@ type Header struct {
 	// Policies are the named policies' definitions (policies.go), each
 	// its words: name, KIND, params. Empty: none (a version 1 file).
 	Policies [][]string
+	// Unordered says the records are in no particular order, each key
+	// at most once (flagUnordered): the encoder takes them as they come,
+	// the decoder checks no order.
+	Unordered bool
 }
+
+// flagUnordered is the header flag of Header.Unordered.
+const flagUnordered = 1
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -167,6 +178,7 @@ type Encoder struct {
 	clock   int64
 	block   []byte // head reserved, then the payload
 	n       uint32 // records in block
+	ordered bool   // keys must ascend (not Header.Unordered)
 	prevKey []byte // the last key written, in the file
 	inBlock bool   // prevKey belongs to the current block
 	keyLen  int    // decoded key bytes of the current block
@@ -181,13 +193,17 @@ func NewEncoder(w io.Writer, h Header) (*Encoder, error) {
 	if len(h.Meta) > MaxMeta {
 		return nil, fmt.Errorf("%w: meta of %d bytes", ErrTooLarge, len(h.Meta))
 	}
-	e := &Encoder{w: w, whole: crc32.New(castagnoli), clock: h.ClockNanos, block: make([]byte, blockHead, targetPayload+blockHead+1024)}
+	e := &Encoder{w: w, whole: crc32.New(castagnoli), clock: h.ClockNanos, ordered: !h.Unordered, block: make([]byte, blockHead, targetPayload+blockHead+1024)}
+	var flags uint32
+	if h.Unordered {
+		flags |= flagUnordered
+	}
 	hdr := make([]byte, 0, headerLen+len(h.Meta)+4)
 	hdr = append(hdr, magic...)
 	version := versionFor(h)
 	hdr = binary.BigEndian.AppendUint16(hdr, version)
 	hdr = binary.BigEndian.AppendUint16(hdr, ^version)
-	hdr = binary.BigEndian.AppendUint32(hdr, 0)
+	hdr = binary.BigEndian.AppendUint32(hdr, flags)
 	hdr = binary.BigEndian.AppendUint64(hdr, uint64(h.ClockNanos))
 	hdr = binary.BigEndian.AppendUint32(hdr, uint32(len(h.Meta)))
 	hdr = append(hdr, h.Meta...)
@@ -219,12 +235,13 @@ func (e *Encoder) write(b []byte) error {
 }
 
 // Write adds one record. Its key must be above the previous record's
-// (bytewise). The encoder does not keep rec.
+// (bytewise), unless the header is Unordered. The encoder does not keep
+// rec.
 func (e *Encoder) Write(rec engine.Record) error {
 	if e.err != nil {
 		return e.err
 	}
-	if e.count > 0 && rec.Key <= unsafe.String(unsafe.SliceData(e.prevKey), len(e.prevKey)) {
+	if e.ordered && e.count > 0 && rec.Key <= unsafe.String(unsafe.SliceData(e.prevKey), len(e.prevKey)) {
 		return fmt.Errorf("%w: %q after %q", ErrUnsorted, rec.Key, e.prevKey)
 	}
 	if len(rec.Key) > MaxKeyLen {
@@ -408,9 +425,10 @@ func NewDecoder(r io.Reader) (*Decoder, error) {
 	if binary.BigEndian.Uint32(rest[metaLen:]) != sum {
 		return nil, fmt.Errorf("%w: header checksum mismatch", ErrCorrupt)
 	}
-	if flags != 0 {
+	if flags&^flagUnordered != 0 {
 		return nil, fmt.Errorf("%w: header: unknown flags %#x", ErrCorrupt, flags)
 	}
+	d.h.Unordered = flags&flagUnordered != 0
 	if metaLen > 0 {
 		d.h.Meta = rest[:metaLen:metaLen]
 	}
@@ -566,7 +584,7 @@ func (d *Decoder) parse(p []byte, count int) ([]engine.Record, error) {
 		if prevLen > 0 {
 			rec.Key = unsafe.String(&keys[start], prevLen)
 		}
-		if (d.count > 0 || i > 0) && rec.Key <= d.prevKey {
+		if !d.h.Unordered && (d.count > 0 || i > 0) && rec.Key <= d.prevKey {
 			return nil, fmt.Errorf("record %d: key %q not above %q", i, rec.Key, d.prevKey)
 		}
 		d.prevKey = rec.Key
