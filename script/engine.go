@@ -221,6 +221,15 @@ func compile(src []byte) (*lua.FunctionProto, error) {
 	if err != nil {
 		return nil, &RunError{"ERR Error compiling script (new function): " + compileError(err, "user_script")}
 	}
+	// gopher-lua marks every vararg function, the main chunk included,
+	// as needing Lua 5.0's implicit arg table, and builds one (a table and
+	// a hash map for its "n") on every call. Lua 5.1 never does for the
+	// main chunk (lparser.c: it is VARARG_ISVARARG only), and gopher-lua
+	// declares no arg local there either, so the table was garbage made
+	// on every run: a quarter of a token-bucket EVALSHA's bytes.
+	// Functions inside the script keep arg, as in Redis's Lua
+	// (LUA_COMPAT_VARARG).
+	p.IsVarArg &^= lua.VarArgNeedsArg
 	return p, nil
 }
 
