@@ -34,6 +34,8 @@ type client struct {
 	names   [][]byte // policy names of tiered requests, aligned with reqs (policies.go); may be shorter
 	res     []engine.Result
 	pending []pendingReply
+	scripts []command.EvalCall // the pending batch's scripts (script.go): with no reqs
+	outs    []command.Outcome  // their outcomes, by index
 	st      connStats    // the pipeline's command tally (stats.go)
 	sub     *command.Cmd // the subcommand a container just ran, for the tally
 	memo    command.Memo // the last limit arguments and what they built
@@ -74,6 +76,7 @@ type pendingReply struct {
 	n       int
 	errText string
 	status  string // a simple string reply instead (MULTI's OK, QUEUED)
+	script  bool   // an EVAL-family command: its outcome is outs[first]
 }
 
 func newClient(id int64, conn *conn, env *command.Env) *client {
