@@ -344,7 +344,8 @@ type run struct {
 	caller Caller
 	resp3  bool
 	log    func(int, string)
-	argbuf [][]byte
+	argbuf [][]byte // redis.call's arguments, reused
+	numbuf []byte   // redis.call's numeric arguments, formatted, reused
 }
 
 func (e *Engine) run(ctx context.Context, sha string, p *lua.FunctionProto, keys, args [][]byte, c Caller, o *Options) (reply Reply, err error) {
