@@ -36,11 +36,11 @@ type client struct {
 	pending []pendingReply
 	scripts []command.EvalCall // the pending batch's scripts (script.go): with no reqs
 	outs    []command.Outcome  // their outcomes, by index
-	st      connStats    // the pipeline's command tally (stats.go)
-	sub     *command.Cmd // the subcommand a container just ran, for the tally
-	memo    command.Memo // the last limit arguments and what they built
-	txn     command.Txn  // MULTI ... EXEC and WATCH
-	call    command.Call // a command answered by command: its reply (table.go)
+	st      connStats          // the pipeline's command tally (stats.go)
+	sub     *command.Cmd       // the subcommand a container just ran, for the tally
+	memo    command.Memo       // the last limit arguments and what they built
+	txn     command.Txn        // MULTI ... EXEC and WATCH
+	call    command.Call       // a command answered by command: its reply (table.go)
 
 	// CLIENT REPLY (cmdClientReply): replies are dropped while replyOff,
 	// or for the one command after CLIENT REPLY SKIP (replySkipNext, then
