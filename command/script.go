@@ -65,8 +65,9 @@ type Scripts struct {
 }
 
 type scriptRun struct {
-	run  *script.Running
-	keys []string
+	run     *script.Running
+	keys    [][]byte // the connection's own buffers, unchanged while it runs
+	running script.Running
 }
 
 // NewScripts returns an empty script cache whose scripts run on backend,
@@ -237,10 +238,8 @@ func (st *Scripts) runScript(ov *kv.Overlay, run *scriptRun, args [][]byte, bySH
 // start registers a script about to run on keys (for BUSY and SCRIPT
 // KILL); remove unregisters it.
 func (st *Scripts) start(keys [][]byte) *scriptRun {
-	run := &scriptRun{run: &script.Running{}}
-	for _, k := range keys {
-		run.keys = append(run.keys, string(k))
-	}
+	run := &scriptRun{keys: keys}
+	run.run = &run.running
 	st.add(run)
 	return run
 }
@@ -306,7 +305,7 @@ func (st *Scripts) Busy(args [][]byte, first, last, step int) bool {
 			continue
 		}
 		for i := first; i <= last && i < len(args); i += step {
-			if slices.Contains(r.keys, string(args[i])) {
+			if slices.ContainsFunc(r.keys, func(k []byte) bool { return string(k) == string(args[i]) }) {
 				return true
 			}
 		}

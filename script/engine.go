@@ -182,6 +182,8 @@ func (e *Engine) Len() int {
 }
 
 // Eval compiles src (or finds it cached), caches it and runs it (EVAL).
+// keys and args must not change until it returns: KEYS and ARGV point
+// into them.
 func (e *Engine) Eval(ctx context.Context, src []byte, keys, args [][]byte, c Caller, o *Options) (Reply, error) {
 	sha := SHA1(src)
 	p, err := e.load(sha, src)
