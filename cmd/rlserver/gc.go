@@ -19,6 +19,12 @@ import (
 // and gcRoomFloor: the percentage is set again after every collection
 // from the live heap it found. GOGC or GOMEMLIMIT in the environment
 // turn the tuning off (they win, as before).
+//
+// With --maxmemory the Go heap is also held to it (GOMEMLIMIT): the
+// heap is part of the used memory maxmemory bounds, so the room for
+// garbage shrinks as the data grows toward the limit instead of adding
+// gcRoomFloor on top of it. (CONFIG SET maxmemory later does not move
+// it.)
 
 // gcRoomFloor is the least room for garbage the collector keeps, bytes.
 const gcRoomFloor = 32 << 20
@@ -61,4 +67,13 @@ func gcPercent(live uint64) int {
 	p := int(uint64(gcRoomFloor) * 100 / live)
 	p -= p % 5
 	return max(gcPercentMin, min(p, 800))
+}
+
+// limitHeap holds the Go heap to maxMemory bytes (--maxmemory; 0: no
+// limit), unless GOMEMLIMIT or GOGC is set.
+func limitHeap(maxMemory int64) {
+	if maxMemory <= 0 || os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	debug.SetMemoryLimit(maxMemory)
 }

@@ -64,6 +64,7 @@ func main() {
 		fmt.Println("rlserver", version)
 		return
 	}
+	limitHeap(opts.limits.maxMemoryBytes) // gc.go
 	if opts.ops.healthcheck {
 		os.Exit(healthcheck(opts, os.Stdout))
 	}
