@@ -10,26 +10,40 @@ import "github.com/rlserver/rlserver/command"
 // holds either scripts or engine requests, never both, so replies keep
 // the pipeline's order.
 
-// evalCmds are the EVAL-family commands and how each names its script.
-var evalCmds = func() map[*command.Cmd]command.EvalCall {
-	m := map[*command.Cmd]command.EvalCall{}
-	for name, c := range map[string]command.EvalCall{
-		"eval": {}, "evalsha": {BySHA: true},
-		"eval_ro": {RO: true}, "evalsha_ro": {BySHA: true, RO: true},
+// evalCmds are the EVAL-family commands and how each names its script:
+// four pointers to compare, so the limiter commands' path pays no lookup.
+var evalCmds = func() (m [4]struct {
+	cmd  *command.Cmd
+	call command.EvalCall
+}) {
+	for i, e := range []struct {
+		name string
+		call command.EvalCall
+	}{
+		{"eval", command.EvalCall{}}, {"evalsha", command.EvalCall{BySHA: true}},
+		{"eval_ro", command.EvalCall{RO: true}}, {"evalsha_ro", command.EvalCall{BySHA: true, RO: true}},
 	} {
-		if cmd := command.Lookup([]byte(name)); cmd != nil {
-			m[cmd] = c
-		}
+		m[i].cmd, m[i].call = command.Lookup([]byte(e.name)), e.call
 	}
 	return m
 }()
+
+// evalCall is how cmd names its script, if it is an EVAL-family command.
+func evalCall(cmd *command.Cmd) (command.EvalCall, bool) {
+	for _, e := range evalCmds {
+		if e.cmd == cmd && cmd != nil {
+			return e.call, true
+		}
+	}
+	return command.EvalCall{}, false
+}
 
 // batchesScripts reports whether cmd joins the pending batch's scripts.
 func (c *client) batchesScripts(cmd *command.Cmd) bool {
 	if c.txn.On {
 		return false
 	}
-	_, ok := evalCmds[cmd]
+	_, ok := evalCall(cmd)
 	return ok
 }
 
@@ -39,7 +53,7 @@ func (s *Server) queueScript(c *client, cmd *command.Cmd, args [][]byte) {
 	if len(c.reqs) > 0 {
 		s.flushBatch(c)
 	}
-	call := evalCmds[cmd]
+	call, _ := evalCall(cmd)
 	call.Args = args
 	c.pending = append(c.pending, pendingReply{cmd: cmd, first: len(c.scripts), script: true})
 	c.scripts = append(c.scripts, call)
