@@ -211,6 +211,9 @@ func (x *Call) write(o Outcome) {
 	x.Failed = o.Failed
 }
 
+// ScriptRun is how the connection's scripts run now (EvalBatch).
+func (x *Call) ScriptRun() Run { return x.run() }
+
 // run is how the connection's scripts and transactions run now.
 func (x *Call) run() Run {
 	return Run{RESP3: x.W.RESP3, BusyAfter: time.Duration(x.Env.busyAfter.Load()), Sharded: x.Env.Slots != nil}

@@ -65,8 +65,9 @@ type Scripts struct {
 }
 
 type scriptRun struct {
-	run  *script.Running
-	keys []string
+	run     *script.Running
+	keys    [][]byte // the connection's own buffers, unchanged while it runs
+	running script.Running
 }
 
 // NewScripts returns an empty script cache whose scripts run on backend,
@@ -237,10 +238,8 @@ func (st *Scripts) runScript(ov *kv.Overlay, run *scriptRun, args [][]byte, bySH
 // start registers a script about to run on keys (for BUSY and SCRIPT
 // KILL); remove unregisters it.
 func (st *Scripts) start(keys [][]byte) *scriptRun {
-	run := &scriptRun{run: &script.Running{}}
-	for _, k := range keys {
-		run.keys = append(run.keys, string(k))
-	}
+	run := &scriptRun{keys: keys}
+	run.run = &run.running
 	st.add(run)
 	return run
 }
@@ -306,7 +305,7 @@ func (st *Scripts) Busy(args [][]byte, first, last, step int) bool {
 			continue
 		}
 		for i := first; i <= last && i < len(args); i += step {
-			if slices.Contains(r.keys, string(args[i])) {
+			if slices.ContainsFunc(r.keys, func(k []byte) bool { return string(k) == string(args[i]) }) {
 				return true
 			}
 		}
@@ -415,3 +414,195 @@ func scriptFlush(x *Call, args [][]byte) {
 }
 
 func scriptKill(x *Call, _ [][]byte) { x.okOr(x.Env.Scripts().Kill()) }
+
+// EvalCall is one EVAL-family command of a pipeline (EvalBatch).
+type EvalCall struct {
+	Args      [][]byte
+	BySHA, RO bool
+}
+
+// maxScriptBatch bounds the scripts of a pipeline run as one batch: their
+// reads and their effects are each one backend call.
+const maxScriptBatch = 128
+
+// EvalBatch runs a pipeline's consecutive EVAL-family commands, in order,
+// and returns their outcomes (outs is reused when long enough). It gives
+// what running them one at a time (Eval) would give, in fewer backend
+// calls: the declared keys of every script of a segment are read in one
+// call, the scripts run one after another, each on its own overlay, and
+// the effects of all of them are applied in one call (in a cluster, one
+// log entry).
+//
+// A segment holds scripts whose keys are pairwise disjoint: it ends
+// before a script that declares a key an earlier one of the segment
+// declared or touched, and a script that turns out to touch (undeclared)
+// a key an earlier one touched is dropped from it, its run discarded: it
+// starts the next segment, after the effects before it are applied, so
+// it sees them. Disjoint scripts' effects commute, so applying them
+// together is running them in order. A script whose effects meet a key
+// changed by another client since the read runs again alone (onOverlay),
+// after the rest of its segment applied: with disjoint keys that is still
+// the pipeline's order for every key.
+func (st *Scripts) EvalBatch(calls []EvalCall, o Run, outs []Outcome) []Outcome {
+	outs = slices.Grow(outs[:0], len(calls))[:len(calls)]
+	for i := 0; i < len(calls); {
+		i += st.evalSegment(calls[i:], o, outs[i:])
+	}
+	return outs
+}
+
+// segmentRun is one script of a segment as it ran.
+type segmentRun struct {
+	keys  [][]byte
+	ov    *kv.Overlay
+	fetch int // index of its read in the segment's requests; -1: none
+	apply int // index of its effects in the segment's requests; -1: none
+	txn   *kv.Txn
+	done  bool // its outcome is final
+}
+
+// evalSegment runs the longest segment at the head of calls (at least
+// one call) and returns how many calls it answered.
+func (st *Scripts) evalSegment(calls []EvalCall, o Run, outs []Outcome) int {
+	if len(calls) == 1 {
+		c := calls[0]
+		outs[0] = st.Eval(c.Args, c.BySHA, c.RO, o)
+		return 1
+	}
+	n := min(len(calls), maxScriptBatch)
+	runs := make([]segmentRun, n)
+	declared := map[string]struct{}{}
+	var reqs []engine.Request
+	end := n
+	for i := range n {
+		c := calls[i]
+		r := &runs[i]
+		r.fetch, r.apply = -1, -1
+		keys, text := st.scriptKeys(c.Args, c.BySHA)
+		if text != "" {
+			outs[i], r.done = failed(text), true
+			continue
+		}
+		clash := false
+		for _, k := range keys {
+			if _, ok := declared[string(k)]; ok {
+				clash = true
+				break
+			}
+		}
+		if clash {
+			end = i
+			break
+		}
+		for _, k := range keys {
+			declared[string(k)] = struct{}{}
+		}
+		r.keys = keys
+		if len(keys) > 0 {
+			r.fetch = len(reqs)
+			reqs = append(reqs, kv.NewDump(keys).Request())
+		}
+	}
+	if end == 0 {
+		// Cannot happen (the first call clashes with nothing); answer one.
+		outs[0] = st.Eval(calls[0].Args, calls[0].BySHA, calls[0].RO, o)
+		return 1
+	}
+	runs = runs[:end]
+	res := make([]engine.Result, len(reqs))
+	var batchErr error
+	if len(reqs) > 0 {
+		batchErr = st.backend.Do(context.Background(), reqs, res)
+	}
+	touched := map[string]struct{}{}
+	for i := range runs {
+		r := &runs[i]
+		if r.done {
+			continue
+		}
+		if batchErr != nil {
+			outs[i], r.done = failed(Text(batchErr)), true
+			continue
+		}
+		ov := kv.NewOverlay(time.Now().UnixNano(), st.fetch)
+		if r.fetch >= 0 {
+			states, err := kv.DumpOutcome(res[r.fetch], len(r.keys))
+			if err != nil {
+				outs[i], r.done = failed(Text(err)), true
+				continue
+			}
+			ov.Preload(r.keys, states)
+		}
+		c := calls[i]
+		run := st.start(r.keys)
+		reply, isErr := st.runScript(ov, run, c.Args, c.BySHA, c.RO, o, nil)
+		st.remove(run)
+		clash := false
+		for _, k := range ov.Touched() {
+			if _, ok := touched[k]; ok {
+				clash = true
+				break
+			}
+		}
+		if clash {
+			// It read a key an earlier script of the segment may write:
+			// its run is void; it starts the next segment.
+			runs = runs[:i]
+			break
+		}
+		for _, k := range ov.Touched() {
+			touched[k] = struct{}{}
+		}
+		switch {
+		case st.ctx.Err() != nil:
+			outs[i], r.done = failed(errScriptStopped), true
+		case ov.Err() != nil:
+			outs[i], r.done = failed(Text(ov.Err())), true
+		case ov.Wrote() || !ov.Consistent():
+			r.ov, r.txn = ov, ov.Effects(false)
+			outs[i] = Outcome{Reply: reply, Failed: isErr}
+		default:
+			outs[i], r.done = Outcome{Reply: reply, Failed: isErr}, true
+		}
+	}
+	reqs = reqs[:0]
+	for i := range runs {
+		if r := &runs[i]; r.txn != nil {
+			r.apply = len(reqs)
+			reqs = append(reqs, r.txn.Request())
+		}
+	}
+	if len(reqs) > 0 {
+		res = slices.Grow(res[:0], len(reqs))[:len(reqs)]
+		clear(res)
+		batchErr = st.backend.Do(context.Background(), reqs, res)
+	}
+	for i := range runs {
+		r := &runs[i]
+		if r.apply < 0 {
+			continue
+		}
+		var err error
+		if batchErr != nil {
+			err = batchErr
+		} else {
+			err = r.txn.Outcome(res[r.apply])
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, kv.ErrConflict):
+			// Another client changed one of its keys: it runs again, alone.
+			c := calls[i]
+			outs[i] = st.Eval(c.Args, c.BySHA, c.RO, o)
+		default:
+			outs[i] = failed(effectsError(err))
+		}
+	}
+	if len(runs) == 0 {
+		// The first script clashed with none before it: cannot happen;
+		// answer it alone.
+		outs[0] = st.Eval(calls[0].Args, calls[0].BySHA, calls[0].RO, o)
+		return 1
+	}
+	return len(runs)
+}

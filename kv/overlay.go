@@ -82,24 +82,38 @@ func (o *Overlay) Load(keys [][]byte) {
 	if len(want) == 0 || o.err != nil {
 		return
 	}
-	o.fetches++
 	states, err := o.fetch(want)
 	if err != nil {
+		o.fetches++
 		o.err = err
 		return
 	}
-	for i, k := range want {
+	o.Preload(want, states)
+}
+
+// Preload takes states[i] as keys[i]'s state, read from the engine in
+// one request (NewDump, ParseDump) before the run: a batch of programs
+// reads every program's keys in one backend call. Keys already read keep
+// their state.
+func (o *Overlay) Preload(keys [][]byte, states []KeyState) {
+	o.fetches++
+	for i, k := range keys {
 		if _, ok := o.keys[string(k)]; ok {
 			continue // named twice
 		}
 		st := states[i]
+		name := string(k)
 		if st.Limit != nil {
-			st.Limit.Key = string(k)
+			st.Limit.Key = name
 		}
-		o.keys[string(k)] = &overlayKey{base: st, entry: st.Entry, limit: st.Limit, kind: st.Kind}
-		o.order = append(o.order, string(k))
+		o.keys[name] = &overlayKey{base: st, entry: st.Entry, limit: st.Limit, kind: st.Kind}
+		o.order = append(o.order, name)
 	}
 }
+
+// Touched returns the keys the program touched, in the order first
+// touched; the caller must not change it.
+func (o *Overlay) Touched() []string { return o.order }
 
 func (o *Overlay) key(k []byte) *overlayKey {
 	if ok := o.keys[string(k)]; ok != nil {

@@ -82,6 +82,29 @@ func (t *Txn) Apply(do Do) error {
 	return effectsOutcome(reply)
 }
 
+// Outcome reads the result of t.Request() run by the caller (a batch of
+// programs applies every program's effects in one backend call): as
+// Apply's error.
+func (t *Txn) Outcome(res engine.Result) error {
+	if res.Err != nil {
+		return res.Err
+	}
+	return effectsOutcome(res.Reply)
+}
+
+// DumpOutcome reads the result of NewDump(keys).Request() for n keys run
+// by the caller.
+func DumpOutcome(res engine.Result, n int) ([]KeyState, error) {
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	st, ok := ParseDump(res.Reply, n)
+	if !ok {
+		return nil, ErrBadReply
+	}
+	return st, nil
+}
+
 // effectsOutcome reads the reply of a transaction of restores: a null
 // array (a watched key changed), or an array of +OK and errors.
 func effectsOutcome(reply string) error {

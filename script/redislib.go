@@ -72,20 +72,33 @@ func (st *state) command(L *lua.LState, raiseErr bool) int {
 	if n == 0 {
 		return st.fail(L, raiseErr, "Please specify at least one argument for this redis lib call")
 	}
-	args := r.argbuf[:0]
+	// The arguments point into the Lua strings (a Caller copies what it
+	// keeps, as a command does its connection's buffer) and numbers are
+	// formatted into one scratch buffer: no copy per argument.
+	args, num := r.argbuf[:0], r.numbuf[:0]
 	for i := 1; i <= n; i++ {
 		switch v := L.Get(i).(type) {
 		case lua.LString:
-			args = append(args, []byte(v))
+			args = append(args, unsafe.Slice(unsafe.StringData(string(v)), len(v)))
 		case lua.LNumber:
-			args = append(args, []byte(formatG(float64(v), 17)))
+			// If num moves as it grows, the earlier numbers' slices keep
+			// the old array alive: still valid.
+			start := len(num)
+			num = appendG(num, float64(v), 17)
+			args = append(args, num[start:len(num):len(num)])
 		default:
 			return st.fail(L, raiseErr, "Lua redis lib command arguments must be strings or integers")
 		}
 	}
+	r.numbuf = num[:0]
 	r.argbuf = args
 	L.SetTop(0)
 	out := r.caller.Call(args, r.resp3)
+	clear(args) // drop the references to the strings
+	if v, ok := fastToLua(L, out); ok {
+		L.Push(v)
+		return 1
+	}
 	reply, _, err := ParseReply(out)
 	if err != nil {
 		return st.fail(L, raiseErr, "-ERR the command's reply is not RESP")
@@ -416,4 +429,84 @@ func forEach(t *lua.LTable, fn func(k, v lua.LValue)) {
 		fn(k, v)
 		k, v = t.Next(k)
 	}
+}
+
+// fastToLua converts the replies scripts mostly get (an integer, a bulk
+// string or nil, a flat array of those) straight from the RESP bytes,
+// without the Reply tree toLua walks; ok is false for any other reply,
+// which takes that path. Its values are toLua's.
+func fastToLua(L *lua.LState, b []byte) (v lua.LValue, ok bool) {
+	p := parser{b: b}
+	if len(b) == 0 {
+		return nil, false
+	}
+	if b[0] != '*' {
+		v, ok = p.fastScalar()
+		return v, ok && p.off == len(b)
+	}
+	p.off++
+	l, ok := p.line()
+	if !ok {
+		return nil, false
+	}
+	n, ok := smallInt(l)
+	if !ok || n < 0 || n > len(b) {
+		return nil, false // a nil array, or malformed: the full path
+	}
+	t := L.CreateTable(n, 0)
+	for i := 1; i <= n; i++ {
+		e, ok := p.fastScalar()
+		if !ok {
+			return nil, false
+		}
+		t.RawSetInt(i, e)
+	}
+	return t, p.off == len(b)
+}
+
+// fastScalar reads an integer or a bulk string as toLua converts them.
+func (p *parser) fastScalar() (lua.LValue, bool) {
+	if p.off >= len(p.b) {
+		return nil, false
+	}
+	t := p.b[p.off]
+	if t != ':' && t != '$' {
+		return nil, false
+	}
+	p.off++
+	l, ok := p.line()
+	if !ok {
+		return nil, false
+	}
+	if t == ':' {
+		n, err := strconv.ParseInt(unsafe.String(unsafe.SliceData(l), len(l)), 10, 64)
+		return lua.LNumber(n), err == nil
+	}
+	if len(l) == 2 && l[0] == '-' && l[1] == '1' {
+		return lua.LFalse, true
+	}
+	n, ok := smallInt(l)
+	if !ok {
+		return nil, false
+	}
+	s, ok := p.blob(int64(n))
+	if !ok {
+		return nil, false
+	}
+	return lua.LString(s), true
+}
+
+// smallInt reads a non-negative length of at most 9 digits.
+func smallInt(l []byte) (int, bool) {
+	if len(l) == 0 || len(l) > 9 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range l {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
 }

@@ -165,6 +165,15 @@ func formatDouble(d float64) string {
 	return formatG(d, 17)
 }
 
+// appendG appends C's "%.<prec>g" of d: an integer of up to 15 digits
+// (what a count or a clock in ms is) without allocating.
+func appendG(b []byte, d float64, prec int) []byte {
+	if d == math.Trunc(d) && math.Abs(d) < 1e15 && prec >= 15 && !(d == 0 && math.Signbit(d)) {
+		return strconv.AppendInt(b, int64(d), 10)
+	}
+	return append(b, formatG(d, prec)...)
+}
+
 // formatG is C's "%.<prec>g".
 func formatG(d float64, prec int) string {
 	switch {

@@ -3,6 +3,7 @@ package script
 import (
 	"strconv"
 	"strings"
+	"unsafe"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -459,10 +460,13 @@ func luaCollectGarbage(L *lua.LState) int {
 	return 1
 }
 
+// stringArray is KEYS or ARGV. Its strings point into items, without a
+// copy: the caller's buffers do not change while the script runs, and
+// nothing a run makes survives it (the reply is copied out as RESP).
 func stringArray(L *lua.LState, items [][]byte) *lua.LTable {
 	t := L.CreateTable(len(items), 0)
-	for _, b := range items {
-		t.Append(lua.LString(b))
+	for i, b := range items {
+		t.RawSetInt(i+1, lua.LString(unsafe.String(unsafe.SliceData(b), len(b))))
 	}
 	return t
 }

@@ -41,6 +41,9 @@ func (s *Server) flushBatch(c *client) {
 	if len(c.pending) == 0 {
 		return
 	}
+	if len(c.scripts) > 0 {
+		s.runScripts(c) // script.go; never with reqs
+	}
 	var batchErr error
 	if len(c.reqs) > 0 {
 		if cap(c.res) < len(c.reqs) {
@@ -59,6 +62,11 @@ func (s *Server) flushBatch(c *client) {
 		switch {
 		case p.status != "":
 			c.rep.conn.WriteString(p.status)
+			continue
+		case p.script:
+			if s.writeScript(c, p) {
+				t.failed++
+			}
 			continue
 		case p.errText != "":
 			c.rep.error(p.errText)
@@ -114,6 +122,12 @@ func (s *Server) flushBatch(c *client) {
 	clear(c.names)
 	c.names = c.names[:0]
 	c.pending = c.pending[:0]
+	if len(c.scripts) > 0 {
+		clear(c.scripts) // drop references to the connection's buffers
+		c.scripts = c.scripts[:0]
+		clear(c.outs)
+		c.outs = c.outs[:0]
+	}
 }
 
 // doBatch sends the pending requests to the backend: through DoPolicies

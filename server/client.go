@@ -34,11 +34,13 @@ type client struct {
 	names   [][]byte // policy names of tiered requests, aligned with reqs (policies.go); may be shorter
 	res     []engine.Result
 	pending []pendingReply
-	st      connStats    // the pipeline's command tally (stats.go)
-	sub     *command.Cmd // the subcommand a container just ran, for the tally
-	memo    command.Memo // the last limit arguments and what they built
-	txn     command.Txn  // MULTI ... EXEC and WATCH
-	call    command.Call // a command answered by command: its reply (table.go)
+	scripts []command.EvalCall // the pending batch's scripts (script.go): with no reqs
+	outs    []command.Outcome  // their outcomes, by index
+	st      connStats          // the pipeline's command tally (stats.go)
+	sub     *command.Cmd       // the subcommand a container just ran, for the tally
+	memo    command.Memo       // the last limit arguments and what they built
+	txn     command.Txn        // MULTI ... EXEC and WATCH
+	call    command.Call       // a command answered by command: its reply (table.go)
 
 	// CLIENT REPLY (cmdClientReply): replies are dropped while replyOff,
 	// or for the one command after CLIENT REPLY SKIP (replySkipNext, then
@@ -74,6 +76,7 @@ type pendingReply struct {
 	n       int
 	errText string
 	status  string // a simple string reply instead (MULTI's OK, QUEUED)
+	script  bool   // an EVAL-family command: its outcome is outs[first]
 }
 
 func newClient(id int64, conn *conn, env *command.Env) *client {

@@ -515,6 +515,13 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 		s.refuse(c, script.ErrBusy)
 		return cmdOK
 	}
+	if c.batchesScripts(cmd) {
+		s.queueScript(c, cmd, args) // script.go
+		return cmdOK
+	}
+	if len(c.scripts) > 0 {
+		s.flushBatch(c) // the scripts before it run first
+	}
 	if c.txn.On && cmd.Queues() {
 		s.queue(c, args) // batch.go
 		return cmdOK

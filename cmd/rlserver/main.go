@@ -17,7 +17,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,14 +52,7 @@ type options struct {
 }
 
 func main() {
-	// The heap is mostly long-lived, pointer-free
-	// limiter state, so collections are cheap and a lower GOGC keeps less
-	// garbage resident (at 1M keys, measured: peak RSS per key 250-270 B ->
-	// 150-200 B with snapshots every second, 90-110 B -> 74-88 B without).
-	// GOGC and GOMEMLIMIT in the environment still win.
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(25)
-	}
+	tuneGC() // gc.go: GOGC=25 at a large heap, more room at a small one
 	opts, err := parseFlags(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
@@ -72,6 +64,7 @@ func main() {
 		fmt.Println("rlserver", version)
 		return
 	}
+	limitHeap(opts.limits.maxMemoryBytes) // gc.go
 	if opts.ops.healthcheck {
 		os.Exit(healthcheck(opts, os.Stdout))
 	}
