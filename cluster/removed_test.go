@@ -135,7 +135,9 @@ func TestRemovedNoticeSparesRejoined(t *testing.T) {
 	c.add(f)
 	waitFor(t, 10*time.Second, "the new process to list itself", f.n.listedNow)
 	if time.Since(removedAt) > removedNoticeRetry {
-		t.Skip("the join took longer than the notice's retry: nothing tested")
+		// The second try came before the new process listed itself; the
+		// checks below still hold, they only test less.
+		t.Logf("the join took %v, longer than the notice's retry", time.Since(removedAt))
 	}
 	// Past the second try, and the new process's catch-up.
 	for time.Since(removedAt) < removedNoticeRetry+time.Second {
