@@ -25,6 +25,7 @@ type Env struct {
 	Slots       Slots       // the Redis Cluster protocol (CLUSTER ...), RL.CLUSTER GROUPS and MOVES
 	GroupAdder  GroupAdder  // RL.CLUSTER ADDGROUP
 	SlotMover   SlotMover   // RL.CLUSTER MOVE and REBALANCE
+	Scanner     Scanner     // SCAN, KEYS, RANDOMKEY
 
 	scripts   atomic.Pointer[Scripts] // made on first use
 	busyAfter atomic.Int64            // busy-reply-threshold, ns
@@ -104,6 +105,15 @@ type SlotMover interface {
 	// StartRebalance starts moving slots in the background until the
 	// groups are balanced; false when a rebalance already runs here.
 	StartRebalance() bool
+}
+
+// Scanner is what SCAN, KEYS and RANDOMKEY need from a backend: a walk
+// over the keys it serves (engine.Engine.Scan's cursor and guarantee).
+type Scanner interface {
+	// Scan calls fn with each live key from cursor on, at least count
+	// of them when that many remain, and returns the cursor to continue
+	// from: 0 when the walk is done.
+	Scan(ctx context.Context, cursor uint64, count int, fn func(key []byte, k engine.Kind)) (uint64, error)
 }
 
 // policies returns the backend's policies, or nil when it keeps none (no

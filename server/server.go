@@ -100,6 +100,7 @@ type Config struct {
 	Router        SlotRouter    // hash slots: routing (route.go), CLUSTER, RL.CLUSTER GROUPS and MOVES
 	GroupAdder    GroupAdder    // RL.CLUSTER ADDGROUP (command.GroupAdder)
 	SlotMover     SlotMover     // RL.CLUSTER MOVE and REBALANCE (command.SlotMover)
+	Scanner       Scanner       // SCAN, KEYS, RANDOMKEY (command.Scanner)
 }
 
 // Cluster, GroupAdder and SlotMover are command's: only its commands and
@@ -108,6 +109,7 @@ type (
 	Cluster    = command.Cluster
 	GroupAdder = command.GroupAdder
 	SlotMover  = command.SlotMover
+	Scanner    = command.Scanner
 )
 
 // Stats are the server's counters, read by INFO.
@@ -212,7 +214,8 @@ func New(cfg Config, backend Backend) *Server {
 	s.maxKeyLen.Store(int64(cfg.MaxKeyLen))
 	// A nil capability stays nil through the conversions.
 	s.env = &command.Env{Backend: backend, Policies: cfg.Policies, Persistence: cfg.Persistence,
-		Cluster: cfg.Cluster, Slots: cfg.Router, GroupAdder: cfg.GroupAdder, SlotMover: cfg.SlotMover}
+		Cluster: cfg.Cluster, Slots: cfg.Router, GroupAdder: cfg.GroupAdder, SlotMover: cfg.SlotMover,
+		Scanner: cfg.Scanner}
 	s.env.SetBusyAfter(command.BusyReplyThreshold)
 	switch {
 	case cfg.ScriptMemoryLimit == 0:
