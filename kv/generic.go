@@ -4,7 +4,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rlserver/rlserver/acl"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/values"
 )
@@ -18,7 +17,8 @@ import (
 // OBJECT ENCODING names the encoding Redis 7.0 would use for the value:
 // "int", "embstr" (up to 44 bytes) or "raw" for strings; "listpack" or
 // "hashtable" for hashes and "listpack" or "skiplist" for sorted sets (at
-// most 128 elements of at most 64 bytes: listpack); "quicklist" for
+// most 128 elements of at most 64 bytes: listpack; CONFIG SET's
+// thresholds, tunables.go); "quicklist" for
 // lists; "intset" or "hashtable" for sets; a limiter key's TYPE name. The
 // value scans reply the whole value at once with cursor 0, as Redis does
 // for its small encodings: values are bounded (values.MaxElements).
@@ -165,7 +165,6 @@ func touch(c *Cmd, ks engine.Keyspace, w *Writer) {
 // Encoding is the name OBJECT ENCODING gives the data entry e, as Redis
 // 7.0 with its default thresholds would.
 func Encoding(e *values.Entry) string {
-	const lpEntries, lpValue = 128, 64
 	switch v := e.Obj.(type) {
 	case nil:
 		return "int"
@@ -175,16 +174,18 @@ func Encoding(e *values.Entry) string {
 		}
 		return "raw"
 	case *values.Hash:
-		small := v.Len() <= lpEntries
-		v.Each(func(k, val []byte) { small = small && len(k) <= lpValue && len(val) <= lpValue })
+		entries, value := tunable("hash-max-listpack-entries"), tunable("hash-max-listpack-value")
+		small := int64(v.Len()) <= entries
+		v.Each(func(k, val []byte) { small = small && int64(len(k)) <= value && int64(len(val)) <= value })
 		if small {
 			return "listpack"
 		}
 		return "hashtable"
 	case *values.ZSet:
-		small := v.Len() <= lpEntries
+		entries, value := tunable("zset-max-listpack-entries"), tunable("zset-max-listpack-value")
+		small := int64(v.Len()) <= entries
 		for _, m := range v.Elems() {
-			small = small && len(m.Member) <= lpValue
+			small = small && int64(len(m.Member)) <= value
 		}
 		if small {
 			return "listpack"
@@ -403,7 +404,7 @@ func valueScan(c *Cmd, ks engine.Keyspace, w *Writer) {
 			return
 		}
 	}
-	match := func(b []byte) bool { return pattern == "" || acl.Glob(pattern, b) }
+	match := func(b []byte) bool { return pattern == "" || glob(pattern, b) }
 	var items [][]byte
 	if e != nil {
 		switch v := e.Obj.(type) {

@@ -333,3 +333,86 @@ func TestListSetSnapshot(t *testing.T) {
 		}
 	}
 }
+
+// TestMoreRedisRandom compares the BYLEX commands, ZPOPMIN/ZPOPMAX,
+// ZMPOP, GETRANGE/SUBSTR/SETRANGE and the errors and empty replies of
+// ZRANDMEMBER and HRANDFIELD with a real redis-server, in RESP2 and RESP3.
+func TestMoreRedisRandom(t *testing.T) {
+	r := startRedis(t)
+	rng := rand.New(rand.NewPCG(35, 2))
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	members := []string{"a", "b", "c", "d", "ab", "bc", "e"}
+	lex := []string{"-", "+", "[a", "(a", "[b", "(bc", "[c", "(d", "[e", "x", "[", "("}
+	ints := []string{"0", "1", "-1", "2", "-2", "5", "-100", "100", "x"}
+	gen := func() string {
+		zk := pick("z1", "z2", "s1")
+		switch rng.IntN(16) {
+		case 0, 1, 2:
+			return "ZADD " + zk + " " + pick("0", "0", "1", "2.5") + " " + pick(members...) + " 0 " + pick(members...)
+		case 3:
+			return pick("ZRANGEBYLEX ", "ZREVRANGEBYLEX ") + zk + " " + pick(lex...) + " " + pick(lex...) + pick("", " LIMIT 1 2", " LIMIT 0 -1", " WITHSCORES", " LIMIT x 1")
+		case 4:
+			return "ZLEXCOUNT " + zk + " " + pick(lex...) + " " + pick(lex...)
+		case 5:
+			return "ZREMRANGEBYLEX " + zk + " " + pick(lex...) + " " + pick(lex...)
+		case 6:
+			return pick("ZPOPMIN ", "ZPOPMAX ") + zk + pick("", "", " 2", " 0", " -1", " x", " 10", " 1 2")
+		case 7:
+			return "ZMPOP " + pick("1", "2", "0", "x") + " " + zk + " z2 " + pick("MIN", "MAX", "MID") + pick("", " COUNT 2", " COUNT 0", " COUNT 10")
+		case 8:
+			return pick("ZRANDMEMBER ", "HRANDFIELD ") + pick("nokey", "s1", "z1", "h1") + pick(" x", " 0", " 1 WITH", " -1 X", "")
+		case 9:
+			return "HSET h1 " + pick(members...) + " 1"
+		case 10:
+			return "SET s1 " + pick("hello", "12345", "''", "abcdefghijklmnop")
+		case 11, 12:
+			return pick("GETRANGE ", "SUBSTR ") + pick("s1", "z1", "nokey") + " " + pick(ints...) + " " + pick(ints...)
+		case 13:
+			return "SETRANGE " + pick("s1", "s2", "z1") + " " + pick("0", "1", "3", "10", "-1", "x") + " " + pick("xy", "''", "Z")
+		case 14:
+			return "GET " + pick("s1", "s2")
+		}
+		return "ZRANGE " + zk + " 0 -1 WITHSCORES"
+	}
+	for _, resp3 := range []bool{false, true} {
+		c, err := r.dial(resp3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.do([][]byte{[]byte("FLUSHALL")}); err != nil {
+			t.Fatal(err)
+		}
+		h := newHZEnv(t)
+		fails := 0
+		for range 3000 {
+			line := gen()
+			args := hzArgs(t, line)
+			want, err := c.do(args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := h.doArgs(resp3, args)
+			name := strings.ToUpper(string(args[0]))
+			if (name == "ZRANDMEMBER" || name == "HRANDFIELD") && want[0] != '-' && want != "*0\r\n" && want != "$-1\r\n" && want != "_\r\n" {
+				continue // a random pick
+			}
+			if got != want {
+				t.Errorf("resp3=%v %s:\n got %q\nwant %q", resp3, line, got, want)
+				if fails++; fails > 10 {
+					t.FailNow()
+				}
+			}
+		}
+		c.close()
+	}
+}
+
+// TestMoreSpecsMatchRedis compares the specs of the commands of more.go
+// with redis-server's COMMAND INFO.
+func TestMoreSpecsMatchRedis(t *testing.T) {
+	saved := lsCommands
+	defer func() { lsCommands = saved }()
+	lsCommands = []string{"zrangebylex", "zrevrangebylex", "zlexcount", "zremrangebylex", "zpopmin", "zpopmax",
+		"bzpopmin", "bzpopmax", "zmpop", "bzmpop", "zrandmember", "hrandfield", "getrange", "substr", "setrange"}
+	TestListSetSpecsMatchRedis(t)
+}

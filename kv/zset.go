@@ -41,9 +41,9 @@ func init() {
 		zsetSpec("zcount", 4, roFast, aclRF, "2.0.0", "Count the members in a sorted set with scores within the given values", zcount),
 		zsetSpec("zscore", 3, roFast, aclRF, "1.2.0", "Get the score associated with the given member in a sorted set", zscore),
 		zsetSpec("zmscore", -3, roFast, aclRF, "6.2.0", "Get the score associated with the given members in a sorted set", zmscore),
-		zsetSpec("zrank", 3, roFast, aclRF, "2.0.0", "Determine the index of a member in a sorted set",
+		zsetSpec("zrank", -3, roFast, aclRF, "2.0.0", "Determine the index of a member in a sorted set",
 			func(c *Cmd, ks engine.Keyspace, w *Writer) { zrank(c, ks, w, false) }),
-		zsetSpec("zrevrank", 3, roFast, aclRF, "2.0.0", "Determine the index of a member in a sorted set, with scores ordered from high to low",
+		zsetSpec("zrevrank", -3, roFast, aclRF, "2.0.0", "Determine the index of a member in a sorted set, with scores ordered from high to low",
 			func(c *Cmd, ks engine.Keyspace, w *Writer) { zrank(c, ks, w, true) }),
 		zsetSpec("zrange", -4, ro, aclRS, "1.2.0", "Return a range of members in a sorted set", rangeRun(zrAuto, zrDirAuto)),
 		zsetSpec("zrangebyscore", -4, ro, aclRS, "1.0.5", "Return a range of members in a sorted set, by score", rangeRun(zrScore, zrForward)),
@@ -303,7 +303,21 @@ func zmscore(c *Cmd, ks engine.Keyspace, w *Writer) {
 	}
 }
 
+// zrank is ZRANK and ZREVRANK key member [WITHSCORE] (WITHSCORE as in
+// Redis 7.2: [rank, score]).
 func zrank(c *Cmd, ks engine.Keyspace, w *Writer, rev bool) {
+	withScore := false
+	switch {
+	case len(c.Args) > 4:
+		w.Error(ErrSyntax)
+		return
+	case len(c.Args) == 4:
+		if !is(c.Args[3], "withscore") {
+			w.Error(ErrSyntax)
+			return
+		}
+		withScore = true
+	}
 	z, msg := lookupZSet(ks, c.Args[1])
 	if msg != "" {
 		w.Error(msg)
@@ -311,12 +325,23 @@ func zrank(c *Cmd, ks engine.Keyspace, w *Writer, rev bool) {
 	}
 	if z != nil {
 		if r, ok := z.Rank(c.Args[2]); ok {
+			score := z.Elems()[r].Score
 			if rev {
 				r = z.Len() - 1 - r
+			}
+			if withScore {
+				w.Array(2)
+				w.Int(int64(r))
+				w.Double(score)
+				return
 			}
 			w.Int(int64(r))
 			return
 		}
+	}
+	if withScore {
+		w.NilArray()
+		return
 	}
 	w.Nil()
 }

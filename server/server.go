@@ -22,6 +22,7 @@ import (
 	"github.com/rlserver/rlserver/acl"
 	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/kv"
 	"github.com/rlserver/rlserver/memlimit"
 	"github.com/rlserver/rlserver/resp"
 	"github.com/rlserver/rlserver/script"
@@ -231,6 +232,11 @@ func New(cfg Config, backend Backend) *Server {
 		s.cfg.Settings["busy-reply-threshold"], s.cfg.Settings["lua-time-limit"] = ms, ms
 	}
 	s.cfg.Settings["script-memory-limit"] = strconv.FormatInt(s.env.ScriptMemory(), 10)
+	for name, v := range kv.Tunables() {
+		if _, ok := s.cfg.Settings[name]; !ok {
+			s.cfg.Settings[name] = v
+		}
+	}
 	s.stopper = cfg.WriteStopper
 	s.router = cfg.Router
 	g := cfg.Guard.Normalized()

@@ -3,6 +3,7 @@ package values
 import (
 	"cmp"
 	"slices"
+	"sync/atomic"
 )
 
 // Set is a set of members. It keeps them in insertion order, except that
@@ -10,7 +11,8 @@ import (
 // index by member once it grows.
 //
 // It reports Redis 7.0's encoding: "intset" while every member is an
-// integer's canonical text and there are at most IntsetMax of them, then
+// integer's canonical text and there are at most set-max-intset-entries
+// (SetIntsetMax) of them, then
 // "hashtable" for good (Redis never converts back). An intset replies its
 // members in ascending numeric order, as Redis's does (Ordered).
 type Set struct {
@@ -20,8 +22,17 @@ type Set struct {
 	hashed  bool // no longer an intset
 }
 
-// IntsetMax is Redis's set-max-intset-entries default.
-const IntsetMax = 512
+// DefaultIntsetMax is Redis's set-max-intset-entries default.
+const DefaultIntsetMax = 512
+
+// intsetMax is set-max-intset-entries (SetIntsetMax).
+var intsetMax atomic.Int64
+
+func init() { intsetMax.Store(DefaultIntsetMax) }
+
+// SetIntsetMax sets the size past which a set stops being an intset
+// (CONFIG SET set-max-intset-entries).
+func SetIntsetMax(n int64) { intsetMax.Store(n) }
 
 // NewSet returns an empty set.
 func NewSet() *Set { return &Set{} }
@@ -71,7 +82,7 @@ func (s *Set) Add(m []byte) (bool, error) {
 	c := append([]byte{}, m...)
 	s.members = append(s.members, c)
 	s.size += len(c)
-	if _, isInt := ParseInt(c); !isInt || len(s.members) > IntsetMax {
+	if _, isInt := ParseInt(c); !isInt || int64(len(s.members)) > intsetMax.Load() {
 		s.hashed = true
 	}
 	if s.index != nil {
