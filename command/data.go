@@ -36,7 +36,7 @@ func movableKeys(spec *kv.Spec) func(args [][]byte) (first, last, step int) {
 	return func(args [][]byte) (int, int, int) {
 		first, last := spec.MovableRange(args)
 		if first == 0 {
-			return 0, 0, 0
+			return 0, -1, 1 // no key: loops over [first, last] by step end at once
 		}
 		return first, last, 1
 	}
