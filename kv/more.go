@@ -34,7 +34,7 @@ func init() {
 		aclWF  = []string{"@write", "@sortedset", "@fast"}
 	)
 	rangeRun := func(rt zrangeType, dir zrangeDir) func(c *Cmd, ks engine.Keyspace, w *Writer) {
-		return func(c *Cmd, ks engine.Keyspace, w *Writer) { zrange(c, ks, w, rt, dir) }
+		return func(c *Cmd, ks engine.Keyspace, w *Writer) { zrangeGeneric(c.Args, ks, w, rt, dir, nil) }
 	}
 	zpop := func(max bool) func(*Cmd, engine.Keyspace, *Writer) {
 		return func(c *Cmd, ks engine.Keyspace, w *Writer) { zpopCmd(c, ks, w, max) }

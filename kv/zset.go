@@ -3,6 +3,7 @@ package kv
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -29,7 +30,7 @@ func init() {
 		aclWS  = []string{"@write", "@sortedset", "@slow"}
 	)
 	rangeRun := func(rt zrangeType, dir zrangeDir) func(c *Cmd, ks engine.Keyspace, w *Writer) {
-		return func(c *Cmd, ks engine.Keyspace, w *Writer) { zrange(c, ks, w, rt, dir) }
+		return func(c *Cmd, ks engine.Keyspace, w *Writer) { zrangeGeneric(c.Args, ks, w, rt, dir, nil) }
 	}
 	register(
 		zsetSpec("zadd", -4, wDenyF, aclWF, "1.2.0", "Add one or more members to a sorted set, or update its score if it already exists",
@@ -541,17 +542,19 @@ const (
 	zrReverse
 )
 
-// zrange is ZRANGE and its older forms (ZRANGEBYSCORE, ZREVRANGEBYSCORE,
-// ZREVRANGE: a range type or direction fixed), as Redis's
-// zrangeGenericCommand.
-func zrange(c *Cmd, ks engine.Keyspace, w *Writer, rt zrangeType, dir zrangeDir) {
-	args := c.Args
+// zrangeGeneric is ZRANGE and its older forms (ZRANGEBYSCORE,
+// ZREVRANGEBYSCORE, ZREVRANGE: a range type or direction fixed), as
+// Redis's zrangeGenericCommand: args are the command's (the key at 1).
+// With dst set it is ZRANGESTORE, args its own from the destination on
+// (the source at 1): the range replaces dst (an empty one deletes it) and
+// the reply is its size; WITHSCORES is then a syntax error.
+func zrangeGeneric(args [][]byte, ks engine.Keyspace, w *Writer, rt zrangeType, dir zrangeDir, dst []byte) {
 	withScores := false
 	offset, limit := int64(0), int64(-1)
 	for j := 4; j < len(args); j++ {
 		left := len(args) - j - 1
 		switch a := args[j]; {
-		case is(a, "withscores"):
+		case dst == nil && is(a, "withscores"):
 			withScores = true
 		case is(a, "limit") && left >= 2:
 			var ok bool
@@ -630,6 +633,10 @@ func zrange(c *Cmd, ks engine.Keyspace, w *Writer, rt zrangeType, dir zrangeDir)
 		return
 	}
 	if z == nil {
+		if dst != nil {
+			storeZSet(ks, w, dst, nil)
+			return
+		}
 		w.Array(0)
 		return
 	}
@@ -714,6 +721,17 @@ func zrange(c *Cmd, ks engine.Keyspace, w *Writer, rt zrangeType, dir zrangeDir)
 		for ; k < count && !stop(elems[from+k*step].Member); k++ {
 		}
 		count = k
+	}
+	if dst != nil {
+		out := make([]values.ZElem, count)
+		for k := range count {
+			out[k] = elems[from+k*step]
+		}
+		if rev {
+			slices.Reverse(out)
+		}
+		storeZSet(ks, w, dst, out)
+		return
 	}
 	if withScores && !w.RESP3 {
 		w.Array(int(2 * count))
