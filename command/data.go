@@ -23,6 +23,7 @@ func init() {
 		}
 		if spec.NumKeysAt > 0 {
 			c.MovableKeys = movableKeys(spec)
+			c.LeadKey = spec.FirstKey
 		}
 		register(c)
 	}
@@ -30,8 +31,7 @@ func init() {
 
 // movableKeys gives the positions of the keys after a numkeys argument
 // (kv.Spec.MovableRange). A destination key before numkeys (ZUNIONSTORE's)
-// is not in the range: its slot is checked by the engine's command, whose
-// keys include it (kv.Cmd.Keys).
+// is not in the range: it is the command's LeadKey.
 func movableKeys(spec *kv.Spec) func(args [][]byte) (first, last, step int) {
 	return func(args [][]byte) (int, int, int) {
 		first, last := spec.MovableRange(args)

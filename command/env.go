@@ -169,8 +169,7 @@ func (e *Env) Busy(cmd *Cmd, args [][]byte) bool {
 	if st == nil || !st.AnyBusy() {
 		return false
 	}
-	first, last, step := cmd.Keys(args)
-	return st.Busy(args, first, last, step)
+	return st.Busy(args, cmd.KeyPositions(args))
 }
 
 // do1 runs one request through the backend (kv.Do).

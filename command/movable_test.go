@@ -1,6 +1,9 @@
 package command
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // TestMovableKeysBadNumkeys pins a bug: a movable-keys data command whose
 // numkeys finds no keys (SINTERCARD 2 onekey) gave step 0, and the edge's
@@ -31,6 +34,34 @@ func TestMovableKeysBadNumkeys(t *testing.T) {
 			if n++; n > len(args) {
 				t.Fatalf("%q: the key loop does not end", tc.args)
 			}
+		}
+	}
+}
+
+// TestKeyPositionsLeadKey: a destination before numkeys (ZUNIONSTORE's)
+// is among a command's key positions, even when numkeys finds no key.
+func TestKeyPositionsLeadKey(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []int
+	}{
+		{[]string{"zunionstore", "d", "2", "a", "b", "WEIGHTS", "1", "2"}, []int{1, 3, 4}},
+		{[]string{"zdiffstore", "d", "3", "a"}, []int{1}},
+		{[]string{"zinter", "2", "a", "b"}, []int{2, 3}},
+		{[]string{"zintercard", "0", "a"}, nil},
+		{[]string{"zrangestore", "d", "s", "0", "-1"}, []int{1, 2}},
+		{[]string{"sinterstore", "d", "a", "b"}, []int{1, 2, 3}},
+	} {
+		args := make([][]byte, len(tc.args))
+		for i, a := range tc.args {
+			args[i] = []byte(a)
+		}
+		var got []int
+		for i := range Lookup(args[0]).KeyPositions(args) {
+			got = append(got, i)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%q: key positions %v, want %v", tc.args, got, tc.want)
 		}
 	}
 }

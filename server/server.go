@@ -565,8 +565,7 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 
 // checkKeys refuses keys longer than MaxKeyLen before they reach a backend.
 func (s *Server) checkKeys(cmd *command.Cmd, args [][]byte) string {
-	first, last, step := cmd.Keys(args)
-	for i := first; i <= last && i < len(args); i += step {
+	for i := range cmd.KeyPositions(args) {
 		if limit := s.maxKeyLen.Load(); int64(len(args[i])) > limit {
 			return command.KeyTooLong(len(args[i]), limit)
 		}
