@@ -1,10 +1,13 @@
 package kv_test
 
 import (
+	"context"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/kv"
 	"github.com/rlserver/rlserver/values"
 )
@@ -304,4 +307,71 @@ func TestZSetOpsBound(t *testing.T) {
 		{"ZUNIONSTORE d 1 a", hzI(values.MaxElements), ""},
 		{"ZINTERCARD 2 a d LIMIT 7", hzI(7), ""},
 	})
+}
+
+// TestZSetOpsPaths: the algebra and ZRANGESTORE run alike on the engine,
+// on a script's Overlay (whose effects then apply), and decoded from
+// their Raft log encoding on a replica.
+func TestZSetOpsPaths(t *testing.T) {
+	const sec = int64(1e9)
+	now := int64(1_700_000_000) * sec
+	setup := []string{"ZADD {t}a 1 x 2 y 3 z", "ZADD {t}b 5 y 0.5 w", "SADD {t}s x w q", "SET {t}d old"}
+	cmds := []string{"ZUNIONSTORE {t}d 3 {t}a {t}b {t}s WEIGHTS 1 2 3", "ZINTERSTORE {t}i 2 {t}a {t}s AGGREGATE MAX",
+		"ZDIFFSTORE {t}f 2 {t}a {t}b", "ZRANGESTORE {t}r {t}a +inf (1 BYSCORE REV", "ZINTERCARD 2 {t}a {t}b",
+		"ZUNION 2 {t}d {t}r WITHSCORES", "ZRANGESTORE {t}a {t}a 0 0"}
+	check := []string{"ZRANGE {t}d 0 -1 WITHSCORES", "ZRANGE {t}i 0 -1 WITHSCORES", "ZRANGE {t}f 0 -1 WITHSCORES",
+		"ZRANGE {t}r 0 -1 WITHSCORES", "ZRANGE {t}a 0 -1 WITHSCORES"}
+	direct := engine.New(2)
+	defer direct.Close()
+	doLines(t, direct, now, setup...)
+	want := doLines(t, direct, now+sec, cmds...)
+
+	// A script's run on an Overlay, then its effects.
+	e := engine.New(3)
+	defer e.Close()
+	doLines(t, e, now, setup...)
+	o := kv.NewOverlay(now+sec, overlayFetch(t, e, now+sec))
+	got := runOn(t, o, cmds)
+	for i := range cmds {
+		if got[i] != want[i] {
+			t.Errorf("%s on the overlay: %q, on the engine %q", cmds[i], got[i], want[i])
+		}
+	}
+	res := make([]engine.Result, 1)
+	if err := e.Do(context.Background(), now+2*sec, []engine.Request{o.Effects(false).Request()}, res); err != nil {
+		t.Fatal(err)
+	}
+
+	// A replica applying the commands from their log encoding.
+	replica := engine.New(4)
+	defer replica.Close()
+	doLines(t, replica, now, setup...)
+	for i, l := range cmds {
+		args := strings.Fields(l)
+		spec, _ := kv.Lookup([]byte(args[0]))
+		b := make([][]byte, len(args))
+		for j, a := range args {
+			b[j] = []byte(a)
+		}
+		cmd, err := kv.Decode(kv.Append(nil, kv.New(spec, b, false)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := engine.CommandRequest(cmd, !spec.Write())
+		if err := replica.Do(context.Background(), now+sec, []engine.Request{req}, res); err != nil {
+			t.Fatal(err)
+		}
+		if res[0].Reply != want[i] {
+			t.Errorf("%s on the replica: %q, want %q", l, res[0].Reply, want[i])
+		}
+	}
+	a := doLines(t, direct, now+2*sec, check...)
+	for name, eng := range map[string]*engine.Engine{"overlay's effects": e, "replica": replica} {
+		b := doLines(t, eng, now+2*sec, check...)
+		for i := range check {
+			if a[i] != b[i] {
+				t.Errorf("%s after the %s: %q, want %q", check[i], name, b[i], a[i])
+			}
+		}
+	}
 }
