@@ -461,6 +461,10 @@ func setAlgebra(c *Cmd, ks engine.Keyspace, w *Writer, op setOp, store bool) {
 		return
 	}
 	dst := c.Args[1]
+	if k := ks.Kind(dst); k != engine.KindNone && !k.IsData() {
+		w.Error(ErrWrongType) // limiter state is not replaced, as SET does not replace it
+		return
+	}
 	if len(out) > values.MaxElements {
 		w.Error(ErrListSetTooMany)
 		return

@@ -281,8 +281,13 @@ func TestZSetOpsEdges(t *testing.T) {
 	for _, line := range []string{"ZUNION 2 a lim", "ZINTERCARD 1 lim", "ZDIFFSTORE d 2 lim a", "ZRANGESTORE d lim 0 -1"} {
 		h.wantWrongType(false, line)
 	}
-	if got := h.do(false, "ZUNIONSTORE lim 1 a"); got != hzWrong {
-		t.Errorf("ZUNIONSTORE onto a limiter key: %q", got)
+	// A store does not replace limiter state, as SET does not.
+	h.do(false, "SADD s x")
+	for _, line := range []string{"ZUNIONSTORE lim 1 a", "ZRANGESTORE lim a 0 -1", "SUNIONSTORE lim s", "SINTERSTORE lim s"} {
+		h.wantWrongType(false, line)
+	}
+	if got := h.do(false, "TYPE lim"); got == "+zset\r\n" || got == "+set\r\n" || got == "+none\r\n" {
+		t.Errorf("TYPE lim after the stores: %q", got)
 	}
 }
 
