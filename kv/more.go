@@ -15,11 +15,20 @@ import (
 // forms answer as the non-blocking ones when there is something to pop,
 // and ErrWouldBlock otherwise (list.go).
 
-// Texts of these commands' errors.
+// Texts of these commands' errors. ErrLongRange is Redis's reply to a
+// count of -2^63 where it takes -LONG_MAX to LONG_MAX (SRANDMEMBER,
+// ZRANDMEMBER, HRANDFIELD).
 const (
 	ErrOffsetRange = "ERR offset is out of range"
 	ErrValueRange  = "ERR value is out of range"
+	ErrLongRange   = "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"
 )
+
+// maxPicks bounds a random pick with repeats (a negative count), which
+// Redis does not bound: past it SRANDMEMBER, ZRANDMEMBER and HRANDFIELD
+// answer ErrValueRange (when the key exists: a missing key's reply is
+// empty, as Redis's).
+const maxPicks = int64(values.MaxElements) * 100
 
 func init() {
 	zsetSpec := oneKeySpec("sorted-set")
@@ -293,25 +302,25 @@ func zmpop(c *Cmd, ks engine.Keyspace, w *Writer) {
 }
 
 // randCount parses a random pick's count and option (WITHSCORES,
-// WITHVALUES): count, whether members may repeat, whether the option was
-// given, or the error text.
+// WITHVALUES) in Redis 7.0's order (the count, the option, the count's
+// range with the option): count, whether members may repeat, whether
+// the option was given, or the error text.
 func randCount(args [][]byte, option string) (count int64, uniq, with bool, msg string) {
-	if len(args) > 4 || (len(args) == 4 && !is(args[3], option)) {
+	l, ok := values.ParseInt(args[2])
+	switch {
+	case !ok:
+		return 0, false, false, ErrNotInteger
+	case l == math.MinInt64:
+		return 0, false, false, ErrLongRange
+	case len(args) > 4 || (len(args) == 4 && !is(args[3], option)):
 		return 0, false, false, ErrSyntax
 	}
 	with = len(args) == 4
-	l, ok := values.ParseInt(args[2])
-	if !ok || l == math.MinInt64 {
-		return 0, false, false, ErrNotInteger
+	if with && (l < -math.MaxInt64/2 || l > math.MaxInt64/2) {
+		return 0, false, false, ErrValueRange
 	}
 	if l >= 0 {
 		return l, true, with, ""
-	}
-	if with && l < -math.MaxInt64/2 {
-		return 0, false, false, ErrValueRange
-	}
-	if -l > int64(values.MaxElements)*100 {
-		return 0, false, false, ErrValueRange
 	}
 	return -l, false, with, ""
 }
@@ -364,6 +373,9 @@ func zrandmember(c *Cmd, ks engine.Keyspace, w *Writer) {
 	case z == nil || count == 0:
 		w.Array(0)
 		return
+	case !uniq && count > maxPicks:
+		w.Error(ErrValueRange)
+		return
 	}
 	elems := z.Elems()
 	idx := randIndexes(ks, key, len(elems), count, uniq)
@@ -410,6 +422,9 @@ func hrandfield(c *Cmd, ks engine.Keyspace, w *Writer) {
 		return
 	case h == nil || count == 0:
 		w.Array(0)
+		return
+	case !uniq && count > maxPicks:
+		w.Error(ErrValueRange)
 		return
 	}
 	idx := randIndexes(ks, key, len(fields), count, uniq)

@@ -262,8 +262,12 @@ func srandmember(c *Cmd, ks engine.Keyspace, w *Writer) {
 		return
 	}
 	l, ok := values.ParseInt(c.Args[2])
-	if !ok || l == math.MinInt64 {
+	switch {
+	case !ok:
 		w.Error(ErrNotInteger)
+		return
+	case l == math.MinInt64:
+		w.Error(ErrLongRange)
 		return
 	}
 	uniq := l >= 0
@@ -283,8 +287,8 @@ func srandmember(c *Cmd, ks engine.Keyspace, w *Writer) {
 	rng := randFor(ks, key)
 	members := s.Members()
 	if !uniq || count == 1 {
-		if count > int64(values.MaxElements)*100 {
-			w.Error(ErrRangePositive)
+		if count > maxPicks {
+			w.Error(ErrValueRange)
 			return
 		}
 		w.Array(int(count))
