@@ -523,7 +523,7 @@ func setrange(c *Cmd, ks engine.Keyspace, w *Writer) {
 		w.Int(int64(len(cur)))
 		return
 	}
-	if off+int64(len(val)) > values.MaxValueLen {
+	if off > values.MaxValueLen-int64(len(val)) { // not off+len: it may overflow
 		w.Error(ErrTooLong)
 		return
 	}
