@@ -3,7 +3,7 @@ package kv
 import (
 	"errors"
 	"math"
-	"strconv"
+	"math/big"
 
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/values"
@@ -32,6 +32,7 @@ const (
 	ErrCountPositive   = "ERR count should be greater than 0"
 	ErrTimeoutFloat    = "ERR timeout is not a float or out of range"
 	ErrTimeoutNegative = "ERR timeout is negative"
+	ErrTimeoutRange    = "ERR timeout is out of range"
 	ErrWouldBlock      = "ERR rlserver does not block clients: there is no element to pop now (blocking commands answer at once only when one is there)"
 )
 
@@ -431,7 +432,7 @@ func lpos(c *Cmd, ks engine.Keyspace, w *Writer) {
 				return
 			}
 			if r == math.MinInt64 {
-				w.Error(ErrNotInteger)
+				w.Error(ErrLongRange) // Redis 7.2's range (7.0 negated it and overflowed)
 				return
 			}
 			rank = r
@@ -521,7 +522,7 @@ func lmoveCmd(c *Cmd, ks engine.Keyspace, w *Writer) {
 	}
 	blocking := name == "blmove" || name == "brpoplpush"
 	if blocking {
-		if msg := parseTimeout(c.Args[len(c.Args)-1]); msg != "" {
+		if msg := parseTimeout(c.Args[len(c.Args)-1], ks.Now()); msg != "" {
 			w.Error(msg)
 			return
 		}
@@ -577,15 +578,29 @@ func listWhere(b []byte) (head, ok bool) {
 	return false, false
 }
 
-// parseTimeout checks a blocking command's timeout in seconds, as
-// Redis's getTimeoutFromObjectOrReply: a finite number, not negative.
-func parseTimeout(b []byte) string {
-	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || len(b) == 0 {
+// parseTimeout checks a blocking command's timeout in seconds at nowNs
+// (the stamped time), as Redis 7.2's getTimeoutFromObjectOrReply: a long
+// double (string2ld: inf and hexadecimal pass); its milliseconds, rounded
+// up, not negative and not past LLONG_MAX, counting from now. Redis 7.0
+// let such a time overflow and answered "timeout is negative".
+func parseTimeout(b []byte, nowNs int64) string {
+	f, ok := parseLongDouble(b)
+	if !ok {
 		return ErrTimeoutFloat
 	}
-	if math.Ceil(f*1000) < 0 {
+	ms := newLongDouble().Mul(f, big.NewFloat(1000))
+	if ms.Cmp(new(big.Float).SetInt64(math.MaxInt64)) > 0 {
+		return ErrTimeoutRange
+	}
+	if ms.Cmp(big.NewFloat(-1)) <= 0 {
 		return ErrTimeoutNegative
+	}
+	tval, acc := ms.Int64()
+	if acc == big.Below {
+		tval++ // ceil
+	}
+	if tval > 0 && tval > math.MaxInt64-nowNs/1e6 {
+		return ErrTimeoutRange
 	}
 	return ""
 }
@@ -594,7 +609,7 @@ func parseTimeout(b []byte) string {
 // element, with its key.
 func bpop(head bool) func(*Cmd, engine.Keyspace, *Writer) {
 	return func(c *Cmd, ks engine.Keyspace, w *Writer) {
-		if msg := parseTimeout(c.Args[len(c.Args)-1]); msg != "" {
+		if msg := parseTimeout(c.Args[len(c.Args)-1], ks.Now()); msg != "" {
 			w.Error(msg)
 			return
 		}
@@ -634,7 +649,7 @@ func lmpop(c *Cmd, ks engine.Keyspace, w *Writer) {
 	at := c.spec.NumKeysAt
 	blocking := at == 2
 	if blocking {
-		if msg := parseTimeout(c.Args[1]); msg != "" {
+		if msg := parseTimeout(c.Args[1], ks.Now()); msg != "" {
 			w.Error(msg)
 			return
 		}

@@ -182,7 +182,7 @@ func zpopCmd(c *Cmd, ks engine.Keyspace, w *Writer, high bool) {
 	keys := c.Args[1:2]
 	count := int64(-1)
 	if blocking {
-		if msg := parseTimeout(c.Args[len(c.Args)-1]); msg != "" {
+		if msg := parseTimeout(c.Args[len(c.Args)-1], ks.Now()); msg != "" {
 			w.Error(msg)
 			return
 		}
@@ -239,7 +239,7 @@ func zmpop(c *Cmd, ks engine.Keyspace, w *Writer) {
 	at := c.spec.NumKeysAt
 	blocking := at == 2
 	if blocking {
-		if msg := parseTimeout(c.Args[1]); msg != "" {
+		if msg := parseTimeout(c.Args[1], ks.Now()); msg != "" {
 			w.Error(msg)
 			return
 		}
