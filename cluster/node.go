@@ -803,3 +803,13 @@ func (n *Node) ForEachKey(ctx context.Context, fn func(key string) error) error 
 	_, err := n.fsm.eng.Export(ctx, n.fsm.now.Load(), func(r engine.Record) error { return fn(r.Key) })
 	return err
 }
+
+// Scan continues a walk of this replica's keys from cursor
+// (engine.Engine.Scan) at the time of its last applied entry, calling fn
+// with each live key and its kind; 0 when the walk is done. It reads the
+// local replica, as ForEachKey does: SCAN is not linearizable in Redis
+// either.
+func (n *Node) Scan(ctx context.Context, cursor uint64, count int, fn func(key []byte, k engine.Kind)) (uint64, error) {
+	next, _, err := n.fsm.eng.Scan(ctx, n.fsm.now.Load(), cursor, count, fn)
+	return next, err
+}

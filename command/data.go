@@ -15,12 +15,30 @@ func init() {
 		if spec.TxnOnly {
 			continue // this table's own DEL, EXISTS, TTL, PING... answer outside MULTI
 		}
-		register(&Cmd{
+		c := &Cmd{
 			Name: spec.Name, Arity: spec.Arity, Flags: spec.Flags,
 			FirstKey: spec.FirstKey, LastKey: spec.LastKey, KeyStep: spec.KeyStep,
 			ACL: spec.ACL, Summary: spec.Summary, Group: spec.Group, Since: spec.Since,
 			Batch: batchData(spec), Data: true,
-		})
+		}
+		if spec.NumKeysAt > 0 {
+			c.MovableKeys = movableKeys(spec)
+			c.LeadKey = spec.FirstKey
+		}
+		register(c)
+	}
+}
+
+// movableKeys gives the positions of the keys after a numkeys argument
+// (kv.Spec.MovableRange). A destination key before numkeys (ZUNIONSTORE's)
+// is not in the range: it is the command's LeadKey.
+func movableKeys(spec *kv.Spec) func(args [][]byte) (first, last, step int) {
+	return func(args [][]byte) (int, int, int) {
+		first, last := spec.MovableRange(args)
+		if first == 0 {
+			return 0, -1, 1 // no key: loops over [first, last] by step end at once
+		}
+		return first, last, 1
 	}
 }
 

@@ -93,7 +93,7 @@ func commandGetKeys(x *Call, args [][]byte) {
 		x.fail(errGetKeysUnknown)
 		return
 	}
-	if cmd.FirstKey == 0 {
+	if !cmd.Keyed() {
 		x.fail(errGetKeysNoKeys)
 		return
 	}
@@ -103,8 +103,7 @@ func commandGetKeys(x *Call, args [][]byte) {
 		return
 	}
 	var keys [][]byte
-	first, last, step := cmd.Keys(cargs)
-	for i := first; i <= last && i < len(cargs); i += step {
+	for i := range cmd.KeyPositions(cargs) {
 		keys = append(keys, cargs[i])
 	}
 	if len(keys) == 0 {

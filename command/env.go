@@ -25,6 +25,7 @@ type Env struct {
 	Slots       Slots       // the Redis Cluster protocol (CLUSTER ...), RL.CLUSTER GROUPS and MOVES
 	GroupAdder  GroupAdder  // RL.CLUSTER ADDGROUP
 	SlotMover   SlotMover   // RL.CLUSTER MOVE and REBALANCE
+	Scanner     Scanner     // SCAN, KEYS, RANDOMKEY
 
 	scripts   atomic.Pointer[Scripts] // made on first use
 	busyAfter atomic.Int64            // busy-reply-threshold, ns
@@ -106,6 +107,15 @@ type SlotMover interface {
 	StartRebalance() bool
 }
 
+// Scanner is what SCAN, KEYS and RANDOMKEY need from a backend: a walk
+// over the keys it serves (engine.Engine.Scan's cursor and guarantee).
+type Scanner interface {
+	// Scan calls fn with each live key from cursor on, at least count
+	// of them when that many remain, and returns the cursor to continue
+	// from: 0 when the walk is done.
+	Scan(ctx context.Context, cursor uint64, count int, fn func(key []byte, k engine.Kind)) (uint64, error)
+}
+
 // policies returns the backend's policies, or nil when it keeps none (no
 // Policies, or one without a store).
 func (e *Env) policies() Policies {
@@ -159,8 +169,7 @@ func (e *Env) Busy(cmd *Cmd, args [][]byte) bool {
 	if st == nil || !st.AnyBusy() {
 		return false
 	}
-	first, last, step := cmd.Keys(args)
-	return st.Busy(args, first, last, step)
+	return st.Busy(args, cmd.KeyPositions(args))
 }
 
 // do1 runs one request through the backend (kv.Do).

@@ -203,7 +203,7 @@ func renderTTL(unit int64) func(*kv.Writer, []engine.Result) (int64, int64) {
 
 // isDataKind reports whether k is a data key's kind (string, hash, zset).
 func isDataKind(k engine.Kind) bool {
-	return k == engine.KindString || k == engine.KindHash || k == engine.KindZSet
+	return k.IsData()
 }
 
 func renderType(w *kv.Writer, res []engine.Result) (int64, int64) {

@@ -3,6 +3,7 @@ package command
 import (
 	"context"
 	"errors"
+	"iter"
 	"slices"
 	"strings"
 	"sync"
@@ -291,11 +292,10 @@ func (st *Scripts) watchBusy() {
 func (st *Scripts) AnyBusy() bool { return st.busy.Load() != 0 }
 
 // Busy reports whether a script that runs past busy-reply-threshold holds
-// one of the keys of args at positions first to last by step: the
-// command then answers BUSY. A script stalls only the commands on its
-// keys.
-func (st *Scripts) Busy(args [][]byte, first, last, step int) bool {
-	if st.busy.Load() == 0 || first <= 0 {
+// one of the keys of args at positions (Cmd.KeyPositions): the command
+// then answers BUSY. A script stalls only the commands on its keys.
+func (st *Scripts) Busy(args [][]byte, positions iter.Seq[int]) bool {
+	if st.busy.Load() == 0 {
 		return false
 	}
 	st.mu.Lock()
@@ -304,7 +304,7 @@ func (st *Scripts) Busy(args [][]byte, first, last, step int) bool {
 		if !r.run.Busy() {
 			continue
 		}
-		for i := first; i <= last && i < len(args); i += step {
+		for i := range positions {
 			if slices.ContainsFunc(r.keys, func(k []byte) bool { return string(k) == string(args[i]) }) {
 				return true
 			}

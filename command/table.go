@@ -1,6 +1,7 @@
 package command
 
 import (
+	"iter"
 	"slices"
 	"strings"
 
@@ -41,6 +42,11 @@ type Cmd struct {
 	// keys move with its options (RL.CHECK [COST n], EVAL); FirstKey,
 	// LastKey and KeyStep then describe its plainest form for COMMAND.
 	MovableKeys func(args [][]byte) (first, last, step int)
+	// LeadKey, when set with MovableKeys, is the position of a key before
+	// the movable ones (ZUNIONSTORE's destination, before its numkeys),
+	// which the range MovableKeys gives does not hold: KeyPositions
+	// yields it first.
+	LeadKey int
 
 	Batch  BatchFunc
 	Render RenderFunc
@@ -86,6 +92,23 @@ func (c *Cmd) Keys(args [][]byte) (first, last, step int) {
 		last += len(args)
 	}
 	return c.FirstKey, last, c.KeyStep
+}
+
+// KeyPositions yields the positions of the command's keys in args:
+// LeadKey's, then the range of Keys. Routing, ACL key patterns, the key
+// length limit and BUSY go through it, so no key escapes them.
+func (c *Cmd) KeyPositions(args [][]byte) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		if c.LeadKey > 0 && c.LeadKey < len(args) && !yield(c.LeadKey) {
+			return
+		}
+		first, last, step := c.Keys(args)
+		for i := first; i > 0 && i <= last && i < len(args); i += step {
+			if !yield(i) {
+				return
+			}
+		}
+	}
 }
 
 // Keyed reports whether the command may have keys (fixed or movable).

@@ -18,7 +18,8 @@ import (
 //
 // A data key's slot has kind kindData (0, with the used bit set, so it is
 // never mistaken for an empty slot) and its slab index as value. Records,
-// TYPE and the key counts show it as KindString, KindHash or KindZSet by
+// TYPE and the key counts show it as KindString, KindHash, KindZSet,
+// KindList or KindSet by
 // the entry's type.
 
 // kindData is the slot kind of every data key.
@@ -29,7 +30,16 @@ const (
 	KindString Kind = 8
 	KindHash   Kind = 9
 	KindZSet   Kind = 10
+	KindList   Kind = 11
+	KindSet    Kind = 12
 )
+
+// IsData reports whether k is the kind of a data key (a Redis value).
+func (k Kind) IsData() bool { return k >= KindString && int(k) < NumKinds }
+
+// DataKind is the Kind that records, TYPE and the key counts show for a
+// data value of type t.
+func DataKind(t values.Type) Kind { return dataKind(t) }
 
 // dataKind is the Kind of an entry's type.
 func dataKind(t values.Type) Kind {
@@ -133,13 +143,8 @@ func (s *shard) Create(key []byte, t values.Type) (*values.Entry, error) {
 		return nil, ErrOOM
 	}
 	i := s.insert(key, hashKey(key), kindData)
-	e := values.Entry{Used: s.now}
-	switch t {
-	case values.TypeHash:
-		e.Obj = values.NewHash()
-	case values.TypeZSet:
-		e.Obj = values.NewZSet()
-	default:
+	e := values.Entry{Used: s.now, Obj: values.NewObject(t)}
+	if e.Obj == nil {
 		t = values.TypeString
 	}
 	v := s.data.add(e)

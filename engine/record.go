@@ -328,7 +328,7 @@ func checkRecord(rec *Record) string {
 		if len(f) != 4 || !window(f[1]) || !aligned(f[0], f[1]) || !count(f[2]) || !count(f[3]) || f[2]+f[3] == 0 {
 			return "want [end, window, cur, prev] with end a multiple of window and a count >= 1"
 		}
-	case KindString, KindHash, KindZSet:
+	case KindString, KindHash, KindZSet, KindList, KindSet:
 		return checkDataRecord(rec)
 	case KindLog:
 		if len(f) < 2 || len(f) > 1+MaxLogLimit || !window(f[0]) {
@@ -357,7 +357,7 @@ func (s *shard) put(rec *Record) {
 	s.dirty++
 	f := rec.Fields
 	switch rec.Kind {
-	case KindString, KindHash, KindZSet:
+	case KindString, KindHash, KindZSet, KindList, KindSet:
 		s.putData(key, h, rec)
 		return
 	}

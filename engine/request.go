@@ -68,6 +68,10 @@ func (k Kind) String() string {
 		return "hash"
 	case KindZSet:
 		return "zset"
+	case KindList:
+		return "list"
+	case KindSet:
+		return "set"
 	default:
 		return "none"
 	}

@@ -20,7 +20,7 @@ type shard struct {
 	log      slab[logState]     // sliding window logs
 	scaled   slab[scaledState]  // GCRA and SHAPE states kept with their parameters (scaled.go)
 	data     slab[values.Entry] // data keys: strings, hashes, sorted sets (data.go)
-	types    [4]int             // data keys by values.Type
+	types    [6]int             // data keys by values.Type
 	sweepAt  int                // the slot the next sweep starts at
 	walks    []*exporter        // exports in progress (record.go)
 	retired  []*region          // arrays of replaced tables that exports still read (memory.go)
@@ -482,7 +482,7 @@ func (s *shard) flush() {
 	s.log.reset()
 	s.scaled.reset()
 	s.data.reset()
-	s.types = [4]int{}
+	s.types = [6]int{}
 }
 
 // ceilMilli rounds a time in nanoseconds up to a whole millisecond.

@@ -24,11 +24,15 @@ type Spec struct {
 	FirstKey int    // key positions, as COMMAND reports them (0: no key)
 	LastKey  int    // -1: the last argument
 	KeyStep  int
-	Flags    []string // COMMAND flags: "write", "readonly", "denyoom", "fast"
-	ACL      []string // ACL categories: "@string", "@write", "@fast"...
-	Group    string   // COMMAND DOCS group: "string", "hash", "sorted-set", "generic"
-	Since    string
-	Summary  string
+	// NumKeysAt, when set, is the position of a numkeys argument that
+	// the keys follow (LMPOP, SINTERCARD, ZUNION...): the keys move with
+	// it (COMMAND's movablekeys), after the fixed ones above if any.
+	NumKeysAt int
+	Flags     []string // COMMAND flags: "write", "readonly", "denyoom", "fast"
+	ACL       []string // ACL categories: "@string", "@write", "@fast"...
+	Group     string   // COMMAND DOCS group: "string", "hash", "sorted-set", "generic"
+	Since     string
+	Summary   string
 	// TxnOnly marks a command that the server answers itself outside a
 	// transaction (DEL, EXISTS, TTL, PING...): kv runs it inside one.
 	TxnOnly bool
@@ -122,6 +126,17 @@ func (s *Spec) KeysOf(args [][]byte) [][]byte { return s.keysOf(args) }
 
 // keysOf lists the keys of args by the spec's key positions.
 func (s *Spec) keysOf(args [][]byte) [][]byte {
+	if s.NumKeysAt > 0 {
+		var keys [][]byte
+		if s.FirstKey > 0 && s.FirstKey < len(args) {
+			keys = append(keys, args[s.FirstKey])
+		}
+		first, last := s.MovableRange(args)
+		if first > 0 {
+			keys = append(keys, args[first:last+1]...)
+		}
+		return keys
+	}
 	if s.FirstKey == 0 || s.FirstKey >= len(args) {
 		return nil
 	}
@@ -138,6 +153,20 @@ func (s *Spec) keysOf(args [][]byte) [][]byte {
 		keys = append(keys, args[i])
 	}
 	return keys
+}
+
+// MovableRange is the positions [first, last] of the keys that follow
+// the numkeys argument (NumKeysAt); first is 0 when numkeys is not a
+// count that the arguments hold, which the command itself refuses.
+func (s *Spec) MovableRange(args [][]byte) (first, last int) {
+	if s.NumKeysAt <= 0 || s.NumKeysAt >= len(args) {
+		return 0, 0
+	}
+	n, ok := values.ParseInt(args[s.NumKeysAt])
+	if !ok || n < 1 || n > int64(len(args)-s.NumKeysAt-1) {
+		return 0, 0
+	}
+	return s.NumKeysAt + 1, s.NumKeysAt + int(n)
 }
 
 // Spec is the command's description.

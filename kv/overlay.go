@@ -158,13 +158,8 @@ func (o *Overlay) Get(key []byte) (*values.Entry, error) {
 // Create implements engine.Keyspace.
 func (o *Overlay) Create(key []byte, t values.Type) (*values.Entry, error) {
 	k := o.key(key)
-	e := &values.Entry{}
-	switch t {
-	case values.TypeHash:
-		e.Obj = values.NewHash()
-	case values.TypeZSet:
-		e.Obj = values.NewZSet()
-	default:
+	e := &values.Entry{Obj: values.NewObject(t)}
+	if e.Obj == nil {
 		t = values.TypeString
 	}
 	k.entry, k.limit, k.kind = e, nil, dataKindOf(t)
@@ -273,15 +268,7 @@ func (o *Overlay) Effects(resp3 bool) *Txn {
 	return NewTxn(cmds, watches, resp3)
 }
 
-func dataKindOf(t values.Type) engine.Kind {
-	switch t {
-	case values.TypeHash:
-		return engine.KindHash
-	case values.TypeZSet:
-		return engine.KindZSet
-	}
-	return engine.KindString
-}
+func dataKindOf(t values.Type) engine.Kind { return engine.DataKind(t) }
 
 // restoreSpec replaces a key by a data value given as its snapshot fields
 // (values.AppendFields), or deletes it ("-"): the effect of a program's
@@ -394,7 +381,7 @@ func runDump(c *Cmd, ks engine.Keyspace, w *Writer) {
 	for _, k := range c.keys {
 		kind := ks.Kind(k)
 		var fields []int64
-		if kind == engine.KindString || kind == engine.KindHash || kind == engine.KindZSet {
+		if kind.IsData() {
 			if e, err := ks.Get(k); err == nil && e != nil {
 				fields = values.AppendFields(nil, e)
 			}
@@ -437,7 +424,7 @@ func ParseDump(reply string, n int) ([]KeyState, bool) {
 				fields[j] = p.int()
 			}
 			switch out[i].Kind {
-			case engine.KindString, engine.KindHash, engine.KindZSet:
+			case engine.KindString, engine.KindHash, engine.KindZSet, engine.KindList, engine.KindSet:
 				e, err := values.FromFields(fields)
 				if err != nil {
 					return nil, false

@@ -122,3 +122,12 @@ func AppendDouble(b []byte, f float64) []byte {
 	}
 	return strconv.AppendFloat(b, f, 'g', 17, 64)
 }
+
+// SetHeader writes a set header of n elements (RESP2: an array).
+func (w *Writer) SetHeader(n int) {
+	if w.RESP3 {
+		w.header('~', n)
+		return
+	}
+	w.header('*', n)
+}

@@ -588,7 +588,7 @@ func runAppend(c *Cmd, ks engine.Keyspace, w *Writer) {
 	if s, ok := e.Obj.(*values.Str); ok {
 		// Grow the text in place; it may become an integer's text ("-"
 		// then "5").
-		s.B = append(s.B, add...)
+		s.B, s.Raw = append(s.B, add...), true
 		if v, isInt := values.ParseInt(s.B); isInt {
 			e.Int, e.Obj = v, nil
 		}
@@ -597,7 +597,7 @@ func runAppend(c *Cmd, ks engine.Keyspace, w *Writer) {
 		if v, isInt := values.ParseInt(b); isInt {
 			e.Int = v
 		} else {
-			e.Int, e.Obj = 0, &values.Str{B: b}
+			e.Int, e.Obj = 0, &values.Str{B: b, Raw: true}
 		}
 	}
 	ks.Changed(key)

@@ -3,6 +3,7 @@ package kv
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -29,7 +30,7 @@ func init() {
 		aclWS  = []string{"@write", "@sortedset", "@slow"}
 	)
 	rangeRun := func(rt zrangeType, dir zrangeDir) func(c *Cmd, ks engine.Keyspace, w *Writer) {
-		return func(c *Cmd, ks engine.Keyspace, w *Writer) { zrange(c, ks, w, rt, dir) }
+		return func(c *Cmd, ks engine.Keyspace, w *Writer) { zrangeGeneric(c.Args, ks, w, rt, dir, nil) }
 	}
 	register(
 		zsetSpec("zadd", -4, wDenyF, aclWF, "1.2.0", "Add one or more members to a sorted set, or update its score if it already exists",
@@ -41,9 +42,9 @@ func init() {
 		zsetSpec("zcount", 4, roFast, aclRF, "2.0.0", "Count the members in a sorted set with scores within the given values", zcount),
 		zsetSpec("zscore", 3, roFast, aclRF, "1.2.0", "Get the score associated with the given member in a sorted set", zscore),
 		zsetSpec("zmscore", -3, roFast, aclRF, "6.2.0", "Get the score associated with the given members in a sorted set", zmscore),
-		zsetSpec("zrank", 3, roFast, aclRF, "2.0.0", "Determine the index of a member in a sorted set",
+		zsetSpec("zrank", -3, roFast, aclRF, "2.0.0", "Determine the index of a member in a sorted set",
 			func(c *Cmd, ks engine.Keyspace, w *Writer) { zrank(c, ks, w, false) }),
-		zsetSpec("zrevrank", 3, roFast, aclRF, "2.0.0", "Determine the index of a member in a sorted set, with scores ordered from high to low",
+		zsetSpec("zrevrank", -3, roFast, aclRF, "2.0.0", "Determine the index of a member in a sorted set, with scores ordered from high to low",
 			func(c *Cmd, ks engine.Keyspace, w *Writer) { zrank(c, ks, w, true) }),
 		zsetSpec("zrange", -4, ro, aclRS, "1.2.0", "Return a range of members in a sorted set", rangeRun(zrAuto, zrDirAuto)),
 		zsetSpec("zrangebyscore", -4, ro, aclRS, "1.0.5", "Return a range of members in a sorted set, by score", rangeRun(zrScore, zrForward)),
@@ -303,7 +304,21 @@ func zmscore(c *Cmd, ks engine.Keyspace, w *Writer) {
 	}
 }
 
+// zrank is ZRANK and ZREVRANK key member [WITHSCORE] (WITHSCORE as in
+// Redis 7.2: [rank, score]).
 func zrank(c *Cmd, ks engine.Keyspace, w *Writer, rev bool) {
+	withScore := false
+	switch {
+	case len(c.Args) > 4:
+		w.Error(ErrSyntax)
+		return
+	case len(c.Args) == 4:
+		if !is(c.Args[3], "withscore") {
+			w.Error(ErrSyntax)
+			return
+		}
+		withScore = true
+	}
 	z, msg := lookupZSet(ks, c.Args[1])
 	if msg != "" {
 		w.Error(msg)
@@ -311,12 +326,23 @@ func zrank(c *Cmd, ks engine.Keyspace, w *Writer, rev bool) {
 	}
 	if z != nil {
 		if r, ok := z.Rank(c.Args[2]); ok {
+			score := z.Elems()[r].Score
 			if rev {
 				r = z.Len() - 1 - r
+			}
+			if withScore {
+				w.Array(2)
+				w.Int(int64(r))
+				w.Double(score)
+				return
 			}
 			w.Int(int64(r))
 			return
 		}
+	}
+	if withScore {
+		w.NilArray()
+		return
 	}
 	w.Nil()
 }
@@ -516,17 +542,19 @@ const (
 	zrReverse
 )
 
-// zrange is ZRANGE and its older forms (ZRANGEBYSCORE, ZREVRANGEBYSCORE,
-// ZREVRANGE: a range type or direction fixed), as Redis's
-// zrangeGenericCommand.
-func zrange(c *Cmd, ks engine.Keyspace, w *Writer, rt zrangeType, dir zrangeDir) {
-	args := c.Args
+// zrangeGeneric is ZRANGE and its older forms (ZRANGEBYSCORE,
+// ZREVRANGEBYSCORE, ZREVRANGE: a range type or direction fixed), as
+// Redis's zrangeGenericCommand: args are the command's (the key at 1).
+// With dst set it is ZRANGESTORE, args its own from the destination on
+// (the source at 1): the range replaces dst (an empty one deletes it) and
+// the reply is its size; WITHSCORES is then a syntax error.
+func zrangeGeneric(args [][]byte, ks engine.Keyspace, w *Writer, rt zrangeType, dir zrangeDir, dst []byte) {
 	withScores := false
 	offset, limit := int64(0), int64(-1)
 	for j := 4; j < len(args); j++ {
 		left := len(args) - j - 1
 		switch a := args[j]; {
-		case is(a, "withscores"):
+		case dst == nil && is(a, "withscores"):
 			withScores = true
 		case is(a, "limit") && left >= 2:
 			var ok bool
@@ -605,6 +633,10 @@ func zrange(c *Cmd, ks engine.Keyspace, w *Writer, rt zrangeType, dir zrangeDir)
 		return
 	}
 	if z == nil {
+		if dst != nil {
+			storeZSet(ks, w, dst, nil)
+			return
+		}
 		w.Array(0)
 		return
 	}
@@ -689,6 +721,17 @@ func zrange(c *Cmd, ks engine.Keyspace, w *Writer, rt zrangeType, dir zrangeDir)
 		for ; k < count && !stop(elems[from+k*step].Member); k++ {
 		}
 		count = k
+	}
+	if dst != nil {
+		out := make([]values.ZElem, count)
+		for k := range count {
+			out[k] = elems[from+k*step]
+		}
+		if rev {
+			slices.Reverse(out)
+		}
+		storeZSet(ks, w, dst, out)
+		return
 	}
 	if withScores && !w.RESP3 {
 		w.Array(int(2 * count))

@@ -99,8 +99,7 @@ func (u *aclUser) may(c *command.Cmd) bool {
 // mayKeys reports whether every key of cmd in args matches one of u's
 // patterns that grants the access cmd needs.
 func (u *aclUser) mayKeys(cmd *command.Cmd, args [][]byte) bool {
-	first, last, step := cmd.Keys(args)
-	for i := first; i <= last && i < len(args); i += step {
+	for i := range cmd.KeyPositions(args) {
 		if !u.MayKey(cmd.KeyPerm, args[i]) {
 			return false
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/command"
+	"github.com/rlserver/rlserver/kv"
 	"github.com/rlserver/rlserver/memlimit"
 )
 
@@ -158,6 +159,12 @@ func (s *Server) checkSetting(key, value string) (why string, own bool) {
 			return "argument must be a memory value", true
 		}
 	default:
+		if kv.IsTunable(key) {
+			if _, err := strconv.ParseInt(value, 10, 64); err != nil {
+				return "argument couldn't be parsed into an integer", true
+			}
+			return "", true
+		}
 		return "", false
 	}
 	return "", true
@@ -213,16 +220,25 @@ func (s *Server) configSet(name, value string) string {
 		}
 		s.env.SetScriptMemory(n)
 	default:
-		if s.cfg.ConfigSet == nil {
-			return s.unknownSetting(name, failed)
+		if kv.SetTunable(key, value) {
+			break // OBJECT ENCODING's thresholds (kv.Tunables)
 		}
-		handled, err := s.cfg.ConfigSet(key, value)
-		if !handled {
-			return s.unknownSetting(name, failed)
+		if s.cfg.ConfigSet != nil {
+			handled, err := s.cfg.ConfigSet(key, value)
+			if handled && err != nil {
+				return command.ConfigSetRefused(name, err)
+			}
+			if handled {
+				break
+			}
 		}
-		if err != nil {
-			return command.ConfigSetRefused(name, err)
+		if cur, known := s.settings()[name]; known && cur == value {
+			// A fixed setting (save, appendonly...) set to the value it
+			// has changes nothing: accepted, as tools that save and
+			// restore settings around their work set them back.
+			break
 		}
+		return s.unknownSetting(name, failed)
 	}
 	switch key {
 	case "maxmemory", "proto-max-bulk-len", "max-inline-len", "max-args", "script-memory-limit":

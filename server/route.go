@@ -34,9 +34,8 @@ type SlotRouter interface {
 // no leader is known. A command whose key positions find no key (a
 // malformed RL.CHECK) is served, and its parser answers it.
 func (s *Server) route(cmd *command.Cmd, args [][]byte) string {
-	first, last, step := cmd.Keys(args)
 	slot := -1
-	for i := first; i <= last && i < len(args); i += step {
+	for i := range cmd.KeyPositions(args) {
 		sl := slots.Of(args[i])
 		if slot < 0 {
 			slot = sl

@@ -132,6 +132,49 @@ func TestRoutingCrossSlot(t *testing.T) {
 	}
 }
 
+// TestRoutingDestinationKey pins a bug: the destination of ZUNIONSTORE
+// and its kin lies before numkeys, outside the range of keys that moves
+// with it, and routing skipped it: a destination in another slot (or
+// another node's) reached the backend with the sources.
+func TestRoutingDestinationKey(t *testing.T) {
+	b := newSlotBackend(t, threeNodes())
+	addr, _ := serveBackend(t, b)
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	x := keyIn("x", 0, 5460)
+	y := keyIn("y", 0, 5460)
+	for slotOf(y) == slotOf(x) {
+		y += "y"
+	}
+	for _, cmd := range [][]any{
+		{"ZUNIONSTORE", y, "1", x},
+		{"ZINTERSTORE", y, "2", x, x},
+		{"ZDIFFSTORE", keyIn("z", 5461, 16383), "1", x},
+		{"ZRANGESTORE", y, x, "0", "-1"},
+	} {
+		if err := rdb.Do(ctx, cmd...).Err(); err == nil || err.Error() != command.ErrCrossSlot {
+			t.Errorf("%v: %v, want %s", cmd, err, command.ErrCrossSlot)
+		}
+	}
+	if got := b.reachedKeys(); len(got) != 0 {
+		t.Errorf("keys that reached the backend: %q, want none", got)
+	}
+	other := "{" + keyIn("o", 10923, 16383) + "}"
+	err := rdb.Do(ctx, "ZUNIONSTORE", other+"d", "2", other+"a", other+"b").Err()
+	if want := "MOVED " + itoa(slotOf(other)) + " 127.0.0.1:7003"; err == nil || err.Error() != want {
+		t.Errorf("ZUNIONSTORE on another node's tag: %v, want %s", err, want)
+	}
+	keys, err := rdb.Do(ctx, "COMMAND", "GETKEYS", "ZUNIONSTORE", "d", "2", "a", "b", "WEIGHTS", "1", "2").StringSlice()
+	if err != nil || !slices.Equal(keys, []string{"d", "a", "b"}) {
+		t.Errorf("COMMAND GETKEYS ZUNIONSTORE = %q, %v", keys, err)
+	}
+	keys, err = rdb.Do(ctx, "COMMAND", "GETKEYS", "ZINTER", "2", "a", "b").StringSlice()
+	if err != nil || !slices.Equal(keys, []string{"a", "b"}) {
+		t.Errorf("COMMAND GETKEYS ZINTER = %q, %v", keys, err)
+	}
+}
+
 func TestRoutingClusterDown(t *testing.T) {
 	topo := threeNodes()
 	topo.Ranges[3].Leader = "" // c's group has no leader

@@ -22,6 +22,7 @@ import (
 	"github.com/rlserver/rlserver/acl"
 	"github.com/rlserver/rlserver/command"
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/kv"
 	"github.com/rlserver/rlserver/memlimit"
 	"github.com/rlserver/rlserver/resp"
 	"github.com/rlserver/rlserver/script"
@@ -100,6 +101,7 @@ type Config struct {
 	Router        SlotRouter    // hash slots: routing (route.go), CLUSTER, RL.CLUSTER GROUPS and MOVES
 	GroupAdder    GroupAdder    // RL.CLUSTER ADDGROUP (command.GroupAdder)
 	SlotMover     SlotMover     // RL.CLUSTER MOVE and REBALANCE (command.SlotMover)
+	Scanner       Scanner       // SCAN, KEYS, RANDOMKEY (command.Scanner)
 }
 
 // Cluster, GroupAdder and SlotMover are command's: only its commands and
@@ -108,6 +110,7 @@ type (
 	Cluster    = command.Cluster
 	GroupAdder = command.GroupAdder
 	SlotMover  = command.SlotMover
+	Scanner    = command.Scanner
 )
 
 // Stats are the server's counters, read by INFO.
@@ -212,7 +215,8 @@ func New(cfg Config, backend Backend) *Server {
 	s.maxKeyLen.Store(int64(cfg.MaxKeyLen))
 	// A nil capability stays nil through the conversions.
 	s.env = &command.Env{Backend: backend, Policies: cfg.Policies, Persistence: cfg.Persistence,
-		Cluster: cfg.Cluster, Slots: cfg.Router, GroupAdder: cfg.GroupAdder, SlotMover: cfg.SlotMover}
+		Cluster: cfg.Cluster, Slots: cfg.Router, GroupAdder: cfg.GroupAdder, SlotMover: cfg.SlotMover,
+		Scanner: cfg.Scanner}
 	s.env.SetBusyAfter(command.BusyReplyThreshold)
 	switch {
 	case cfg.ScriptMemoryLimit == 0:
@@ -228,6 +232,11 @@ func New(cfg Config, backend Backend) *Server {
 		s.cfg.Settings["busy-reply-threshold"], s.cfg.Settings["lua-time-limit"] = ms, ms
 	}
 	s.cfg.Settings["script-memory-limit"] = strconv.FormatInt(s.env.ScriptMemory(), 10)
+	for name, v := range kv.Tunables() {
+		if _, ok := s.cfg.Settings[name]; !ok {
+			s.cfg.Settings[name] = v
+		}
+	}
 	s.stopper = cfg.WriteStopper
 	s.router = cfg.Router
 	g := cfg.Guard.Normalized()
@@ -563,8 +572,7 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 
 // checkKeys refuses keys longer than MaxKeyLen before they reach a backend.
 func (s *Server) checkKeys(cmd *command.Cmd, args [][]byte) string {
-	first, last, step := cmd.Keys(args)
-	for i := first; i <= last && i < len(args); i += step {
+	for i := range cmd.KeyPositions(args) {
 		if limit := s.maxKeyLen.Load(); int64(len(args[i])) > limit {
 			return command.KeyTooLong(len(args[i]), limit)
 		}

@@ -126,3 +126,10 @@ func (b *Backend) DoPolicies(ctx context.Context, reqs []engine.Request, names [
 	}
 	return nil
 }
+
+// Scan continues a walk of the keys from cursor (engine.Engine.Scan),
+// calling fn with each live key and its kind; 0 when the walk is done.
+func (b *Backend) Scan(ctx context.Context, cursor uint64, count int, fn func(key []byte, k engine.Kind)) (uint64, error) {
+	next, _, err := b.eng.Scan(ctx, nowNanos(), cursor, count, fn)
+	return next, err
+}

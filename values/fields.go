@@ -11,14 +11,18 @@ import (
 //	[expire, -1, len, words...]          a string of len bytes, packed 8 per word (little-endian)
 //	[expire, -2, n, (len, words...) * 2n] a hash: n fields, each field then its value
 //	[expire, -3, n, (score, len, words...) * n] a sorted set: score as float64 bits, then the member
+//	[expire, -4, n, (len, words...) * n]  a list: its elements, head first
+//	[expire, -5, n, (len, words...) * n]  a set: its members, in insertion order
 //
-// An integer string has exactly two fields; the others have a tag (-1, -2,
-// -3) in the second. The layouts are part of the snapshot format: never
+// An integer string has exactly two fields; the others have a tag (-1 to
+// -5) in the second. The layouts are part of the snapshot format: never
 // change them, add tags.
 const (
 	tagStr  = -1
 	tagHash = -2
 	tagZSet = -3
+	tagList = -4
+	tagSet  = -5
 )
 
 // AppendFields appends e's snapshot fields to dst.
@@ -135,6 +139,36 @@ func FromFields(f []int64) (Entry, error) {
 			r.bad = true
 		}
 		e.Obj = z
+	case tagList, tagSet:
+		n := r.int()
+		if n <= 0 || n > MaxElements {
+			return Entry{}, ErrBadField
+		}
+		var l *List
+		var st *Set
+		if tag == tagList {
+			l = NewList()
+			e.Obj = l
+		} else {
+			st = NewSet()
+			e.Obj = st
+		}
+		for range n {
+			m := r.bytes()
+			if r.bad || len(m) > MaxElementLen {
+				r.bad = true
+				break
+			}
+			if l != nil {
+				l.items = append(l.items, m)
+				l.size += len(m)
+			} else if added, _ := st.Add(m); !added {
+				r.bad = true // a set member twice
+			}
+		}
+		if e.Obj.(interface{ Len() int }).Len() != int(n) {
+			r.bad = true
+		}
 	default:
 		r.bad = true
 	}

@@ -1,5 +1,5 @@
 // Package values holds the Redis values a data key can hold (strings,
-// small hashes, small sorted sets), their bounds, and their snapshot form.
+// small hashes, sorted sets, lists and sets), their bounds, and their snapshot form.
 //
 // The engine stores one Entry per data key in a shard's slab and never
 // looks inside a value; package kv runs Redis's commands on them. An
@@ -20,7 +20,25 @@ const (
 	TypeString Type = 1
 	TypeHash   Type = 2
 	TypeZSet   Type = 3
+	TypeList   Type = 4
+	TypeSet    Type = 5
 )
+
+// NewObject returns an empty value of type t: nil for a string (the
+// integer 0, which needs no object).
+func NewObject(t Type) Object {
+	switch t {
+	case TypeHash:
+		return NewHash()
+	case TypeZSet:
+		return NewZSet()
+	case TypeList:
+		return NewList()
+	case TypeSet:
+		return NewSet()
+	}
+	return nil
+}
 
 // Bounds: a string longer than MaxValueLen, a hash field or value or a
 // sorted set member longer than MaxElementLen, or a hash or sorted set
@@ -28,8 +46,8 @@ const (
 // largest value's snapshot record (about 13 MB) inside one snapshot block.
 const (
 	MaxValueLen   = 64 << 10 // bytes of one string value
-	MaxElementLen = 512      // bytes of one hash field, hash value or sorted set member
-	MaxElements   = 10_000   // fields of one hash, members of one sorted set
+	MaxElementLen = 512      // bytes of one hash field or value, sorted set or set member, list element
+	MaxElements   = 10_000   // fields of one hash, members of one (sorted) set, elements of one list
 )
 
 // Errors the commands map to Redis's texts.
@@ -43,8 +61,8 @@ var (
 )
 
 // Entry is a data key's state: its expiry and its value. Obj is nil for a
-// string that holds an integer (Int); otherwise it is a *Str, *Hash or
-// *ZSet.
+// string that holds an integer (Int); otherwise it is a *Str, *Hash,
+// *ZSet, *List or *Set.
 type Entry struct {
 	Expire int64 // Unix ns at which the key expires; 0: never
 	Int    int64 // the integer of an integer string (Obj nil)
@@ -73,8 +91,13 @@ func (e *Entry) Type() Type {
 	return e.Obj.Type()
 }
 
-// Str is a string value that is not stored as an integer.
-type Str struct{ B []byte }
+// Str is a string value that is not stored as an integer. Raw marks a
+// string changed in place (APPEND, SETRANGE), which Redis then holds in
+// its "raw" encoding whatever its length (OBJECT ENCODING).
+type Str struct {
+	B   []byte
+	Raw bool
+}
 
 // Type implements Object.
 func (*Str) Type() Type { return TypeString }

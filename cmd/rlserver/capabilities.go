@@ -18,12 +18,14 @@ var (
 	// (persist.go).
 	_ server.Backend      = (*standalone.Backend)(nil)
 	_ server.Policies     = (*standalone.Backend)(nil)
+	_ server.Scanner      = (*standalone.Backend)(nil)
 	_ server.Persistence  = (*snapshots)(nil)
 	_ server.WriteStopper = (*snapshots)(nil)
 
 	// One Raft group.
 	_ server.Backend       = (*cluster.Node)(nil)
 	_ server.Policies      = (*cluster.Node)(nil)
+	_ server.Scanner       = (*cluster.Node)(nil)
 	_ server.Cluster       = (*cluster.Node)(nil)
 	_ server.RaftSnapshots = (*cluster.Node)(nil)
 
@@ -31,6 +33,7 @@ var (
 	// group, owning hash slots.
 	_ server.Backend       = (*groups.Host)(nil)
 	_ server.Policies      = (*groups.Host)(nil)
+	_ server.Scanner       = (*groups.Host)(nil)
 	_ server.Cluster       = (*groups.Host)(nil)
 	_ server.RaftSnapshots = (*groups.Host)(nil)
 	_ server.SlotRouter    = (*groups.Host)(nil)
@@ -42,6 +45,7 @@ var (
 // the snapshots that answer SAVE and may refuse writes after a failed one.
 func declareStandalone(cfg *server.Config, b *standalone.Backend, snaps *snapshots) {
 	cfg.Policies = b
+	cfg.Scanner = b
 	cfg.Persistence = snaps
 	cfg.WriteStopper = snaps
 }
@@ -50,6 +54,7 @@ func declareStandalone(cfg *server.Config, b *standalone.Backend, snaps *snapsho
 // log, the cluster commands, Raft snapshots in INFO. No hash slots.
 func declareNode(cfg *server.Config, n *cluster.Node) {
 	cfg.Policies = n
+	cfg.Scanner = n
 	cfg.Cluster = n
 	cfg.RaftSnapshots = n
 }
@@ -58,6 +63,7 @@ func declareNode(cfg *server.Config, n *cluster.Node) {
 // group's view) that also owns hash slots, adds groups and moves slots.
 func declareHost(cfg *server.Config, h *groups.Host) {
 	cfg.Policies = h
+	cfg.Scanner = h
 	cfg.Cluster = h
 	cfg.RaftSnapshots = h
 	cfg.Router = h

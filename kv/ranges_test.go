@@ -1,0 +1,38 @@
+package kv_test
+
+import (
+	"testing"
+
+	"github.com/rlserver/rlserver/kv"
+)
+
+// TestOutOfRangeArgs pins the replies to numbers at and past the ends of
+// their ranges: Redis's texts, and Redis 7.2's where Redis 7.0 let the
+// value overflow (LPOS RANK -2^63, huge timeouts).
+func TestOutOfRangeArgs(t *testing.T) {
+	hzRun(t, "ranges", []hzStep{
+		{"SET str hello", hzOK, ""},
+		// Regression: off+len overflowed the bound check and SETRANGE
+		// panicked the shard's goroutine.
+		{"SETRANGE str 9223372036854775807 x", hzE(kv.ErrTooLong), ""},
+		{"SETRANGE str 9223372036854775800 xyzxyzxyzxyz", hzE(kv.ErrTooLong), ""},
+		{"SETRANGE str 65535 x", hzI(65536), ""},
+		{"SETRANGE str 65536 x", hzE(kv.ErrTooLong), ""},
+		{"RPUSH l a b a", hzI(3), ""},
+		{"LPOS l a RANK -9223372036854775808", hzE(kv.ErrLongRange), ""},
+		{"LPOS l a RANK -9223372036854775807", hzNil, hzNil3},
+		{"LPOS l a RANK -1", hzI(2), ""},
+		{"BLPOP l inf", hzE(kv.ErrTimeoutRange), ""},
+		{"BLPOP l 1e400", hzE(kv.ErrTimeoutRange), ""},
+		{"BLPOP l 9223372036854775807", hzE(kv.ErrTimeoutRange), ""},
+		{"BLPOP l 9223372036854775", hzE(kv.ErrTimeoutRange), ""}, // past LLONG_MAX ms from now
+		{"BLPOP l -inf", hzE(kv.ErrTimeoutNegative), ""},
+		{"BLPOP l -0.001", hzA(hzB("l"), hzB("a")), ""}, // rounds up to 0
+		{"BLPOP l -1.001", hzE(kv.ErrTimeoutNegative), ""},
+		{"BLPOP l nan", hzE(kv.ErrTimeoutFloat), ""},
+		{"BLPOP l ' 1'", hzE(kv.ErrTimeoutFloat), ""},
+		{"BLPOP l 0x10", hzA(hzB("l"), hzB("b")), ""},
+		{"BZPOPMIN z 1e400", hzE(kv.ErrTimeoutRange), ""},
+		{"BLMPOP inf 1 l LEFT", hzE(kv.ErrTimeoutRange), ""},
+	})
+}
