@@ -340,7 +340,9 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 	}
 	n.fsm.durable = n.disk.awaitDurable // durable.go
 	n.fsm.awaited = n.awaited           // batch.go
-	trans := durableCommitTransport{n.trans, n.store.Durable}
+	trans := newDurableTransport(n.trans, n.disk, n.store.Durable, n.closing)
+	n.wg.Add(1)
+	go func() { defer n.wg.Done(); trans.relay() }()
 	n.raft, err = raft.NewRaft(rc, listingFSM{statsFSM{n.fsm, n.snapStats}, n}, logs, n.disk, snaps, trans)
 	if err != nil {
 		cleanup()
