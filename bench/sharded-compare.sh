@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Sharded rlserver with 1, 2 and 3 Raft groups, side by side: starts three
-# three-process deployments (--groups 1, 2, 3; fsync on) on free loopback
+# Sharded rlserver with 1, 2 and 3 Raft groups (GROUPS_LIST), side by
+# side: starts three-process deployments (--groups 1, 2, 3; fsync on) on free loopback
 # ports in a temporary folder, then runs the same redis-benchmark --cluster
 # case (a Redis Cluster client: it reads CLUSTER NODES and sends each key to
 # its slot's leader) against each in turn, round after round, and reads the
 # CPU time every process spent from /proc. It prints the throughput, the
-# CPU per decision summed over the three processes, and, for one group,
-# the leader's and a follower's CPU per decision (the model's C_L and C_F),
-# and what an idle deployment costs.
+# CPU per decision summed over the three processes, each process's CPU per
+# decision (for one group: the leader's and the followers', the model's
+# C_L and C_F), the fdatasyncs per second of each process's Raft log (INFO
+# raft_log_fsyncs: one log per process, whatever its group count; "-"
+# for a binary without the field), and what an idle deployment costs.
 #
 #   ./bench/sharded-compare.sh                 # 3 rounds of 1,000,000 requests
+#   GROUPS_LIST="1 3 9" ./bench/sharded-compare.sh
 #   ROUNDS=5 REQUESTS=2000000 ./bench/sharded-compare.sh
 #   RLSERVER_BIN=/tmp/rlserver ./bench/sharded-compare.sh
 #   CPU_QUOTA=0.3 ./bench/sharded-compare.sh   # each process limited to 0.3 of a core
@@ -30,6 +33,7 @@ REQUESTS=${REQUESTS:-1000000}
 PIPELINE=${PIPELINE:-32}
 CLIENTS=${CLIENTS:-50}
 KEYS=${KEYS:-100000}
+GROUPS_LIST=${GROUPS_LIST:-1 2 3}
 TICK=$(getconf CLK_TCK)
 
 for bin in redis-cli redis-benchmark; do
@@ -96,7 +100,7 @@ start() {
 }
 
 declare -A port pid
-for g in 1 2 3; do
+for g in $GROUPS_LIST; do
 	peers=""
 	declare -a raft=()
 	for i in 1 2 3; do
@@ -115,7 +119,7 @@ done
 
 # Every slot served, and the leaders spread (the balancer hands a group to
 # its preferred node within a few seconds).
-for g in 1 2 3; do
+for g in $GROUPS_LIST; do
 	ok=""
 	for _ in $(seq 300); do
 		if redis-cli -p "${port[$g,1]}" CLUSTER INFO 2>/dev/null | grep -q 'cluster_state:ok'; then
@@ -148,35 +152,55 @@ leaders() { # groups -> "nX nY ..." leaders of each group
 }
 
 echo "redis-benchmark --cluster -c $CLIENTS -P $PIPELINE -r $KEYS -n $REQUESTS RL.ALLOW, $ROUNDS rounds, alternating" >&2
-for g in 1 2 3; do
+for g in $GROUPS_LIST; do
 	echo "groups=$g: leaders $(leaders "$g")" >&2
 	run "$g" >/dev/null # warm-up: creates the keys
 done
 
 # Idle cost: CPU of each deployment's three processes over 5 s of no load.
 declare -A idle0
-for g in 1 2 3; do for i in 1 2 3; do idle0[$g,$i]=$(cpu "${pid[$g,$i]}"); done; done
+for g in $GROUPS_LIST; do for i in 1 2 3; do idle0[$g,$i]=$(cpu "${pid[$g,$i]}"); done; done
 sleep 5
-for g in 1 2 3; do
+for g in $GROUPS_LIST; do
 	t=0
 	for i in 1 2 3; do t=$((t + $(cpu "${pid[$g,$i]}") - ${idle0[$g,$i]})); done
 	printf 'idle: %d groups, three processes: %.1f%% of a core\n' "$g" "$(echo "$t / $TICK / 5 * 100" | bc -l)"
 done
 
-printf '%-6s %-7s %12s %16s %s\n' round groups "req/s" "CPU us/decision" "per process (us/decision)"
+fsyncs() { # groups node-index -> the process's Raft log fdatasyncs so far, or "-"
+	local v
+	v=$(redis-cli -p "${port[$1,$2]}" INFO replication 2>/dev/null | tr -d '\r' | sed -n 's/^raft_log_fsyncs://p')
+	echo "${v:--}"
+}
+
+now() { date +%s.%N; }
+
+printf '%-6s %-7s %12s %16s %-40s %s\n' round groups "req/s" "CPU us/decision" "per process (us/decision)" "fdatasyncs/s per process"
 for r in $(seq "$ROUNDS"); do
-	for g in 1 2 3; do
-		declare -a c0=()
-		for i in 1 2 3; do c0[$i]=$(cpu "${pid[$g,$i]}"); done
+	for g in $GROUPS_LIST; do
+		declare -a c0=() s0=()
+		for i in 1 2 3; do
+			c0[$i]=$(cpu "${pid[$g,$i]}")
+			s0[$i]=$(fsyncs "$g" "$i")
+		done
+		t0=$(now)
 		rps=$(run "$g")
+		t1=$(now)
 		total=0
 		per=""
+		syncs=""
 		for i in 1 2 3; do
 			d=$(($(cpu "${pid[$g,$i]}") - ${c0[$i]}))
 			total=$((total + d))
 			per="$per n$i=$(printf '%.2f' "$(echo "$d / $TICK * 1000000 / $REQUESTS" | bc -l)")"
+			s1=$(fsyncs "$g" "$i")
+			if [ "$s1" = - ] || [ "${s0[$i]}" = - ]; then
+				syncs="$syncs n$i=-"
+			else
+				syncs="$syncs n$i=$(printf '%.0f' "$(echo "($s1 - ${s0[$i]}) / ($t1 - $t0)" | bc -l)")"
+			fi
 		done
-		printf '%-6s %-7s %12.0f %16.2f %s\n' "$r" "$g" "$rps" "$(echo "$total / $TICK * 1000000 / $REQUESTS" | bc -l)" "$per"
+		printf '%-6s %-7s %12.0f %16.2f %-40s %s\n' "$r" "$g" "$rps" "$(echo "$total / $TICK * 1000000 / $REQUESTS" | bc -l)" "$per" "$syncs"
 	done
 done
-echo "one group: its leader is $(leaders 1)(the others follow); leaders with 2 groups: $(leaders 2); with 3: $(leaders 3)"
+for g in $GROUPS_LIST; do echo "leaders with $g groups: $(leaders "$g")"; done

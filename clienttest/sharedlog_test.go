@@ -21,34 +21,33 @@ import (
 // groups waiting at that moment (cluster/logstore.go, raftlog's Shared).
 
 // TestShardedLogWriteCrashes is TestClusterLogWriteCrashes with three
-// data groups per process (--groups 3; each process leads about one, and
-// each log write holds several groups' records): every node armed to end
-// itself at its 10th log sync from now, with the batch half on disk
-// (torn), lost whole before its sync (unsynced), lost 50 ms into the sync
-// (late), and synced but not yet acknowledged (synced), as six clients
-// send INCRBY and MULTI/INCRBY/EXPIRE/EXEC through every node. Per
-// counter the history is linearizable (porcupine, each key on its own),
-// the replicas of every group converge, and each counter holds every
-// acknowledged increment.
+// data groups per process (--groups 3; each process leads about one
+// group and follows the others, and each of its log writes holds several
+// groups' records): one node after another is armed to end itself at its
+// 100th log sync from its start, with the batch half on disk (torn), lost
+// whole before its sync (unsynced), lost 50 ms into the sync (late), and
+// synced but not yet acknowledged (synced), as six clients send INCRBY
+// and MULTI/INCRBY/EXPIRE/EXEC through every node. Per counter the
+// history is linearizable (porcupine, each key on its own), the replicas
+// of every group converge, and each counter holds every acknowledged
+// increment. (Arming every node at once crashed all three together each
+// round; the unknown outcomes that left were too many for porcupine.)
 func TestShardedLogWriteCrashes(t *testing.T) {
-	const keys = 32
+	const keys = 64
 	c := startSharded(t, 3, "--cluster-redirect", "forward")
 	ld := startIncrLoad(t, c, 6, keys, "swalctr")
-	for _, step := range []string{"torn", "unsynced", "late", "synced"} {
-		for _, n := range c.nodes {
-			c.kill9(n)
-			n.env = []string{fmt.Sprintf("RLSERVER_TEST_CRASH_LOG=%s:10", step)}
-			c.launch(n)
-			n.env = nil
-		}
-		crashed := c.relaunchCrashed(t, 15*time.Second, step)
-		t.Logf("%s: %v crashed and restarted", step, crashed)
-	}
-	for _, n := range c.nodes {
+	for i, step := range []string{"torn", "unsynced", "late", "synced"} {
+		n := c.nodes[i%len(c.nodes)]
 		c.kill9(n)
+		// The 100th: a process's first syncs (four groups' terms and
+		// votes, catching up) come before it answers PING.
+		n.env = []string{fmt.Sprintf("RLSERVER_TEST_CRASH_LOG=%s:100", step)}
 		c.launch(n)
+		n.env = nil
+		crashed := c.relaunchCrashed(t, 15*time.Second, step+" on "+n.id)
+		t.Logf("%s: %v crashed and restarted", step, crashed)
+		c.waitGroups(3, 30*time.Second)
 	}
-	c.waitGroups(3, 30*time.Second)
 	endIncrLoad(t, c, ld, "swalctr", keys)
 	for _, n := range c.nodes {
 		if v := nodeInfoInt(n, "raft_log_fsyncs"); v <= 0 {
