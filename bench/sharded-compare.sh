@@ -7,9 +7,10 @@
 # CPU time every process spent from /proc. It prints the throughput, the
 # CPU per decision summed over the three processes, each process's CPU per
 # decision (for one group: the leader's and the followers', the model's
-# C_L and C_F), the fdatasyncs per second of each process's Raft log (INFO
-# raft_log_fsyncs: one log per process, whatever its group count; "-"
-# for a binary without the field), and what an idle deployment costs.
+# C_L and C_F), the fdatasyncs per second of each process (perf's count on
+# the syscall's tracepoint when perf can, so any version's binary is
+# measured alike, then the log's own count, INFO raft_log_fsyncs, "-" for
+# a binary without it), and what an idle deployment costs.
 #
 #   ./bench/sharded-compare.sh                 # 3 rounds of 1,000,000 requests
 #   GROUPS_LIST="1 3 9" ./bench/sharded-compare.sh
@@ -130,7 +131,7 @@ for g in $GROUPS_LIST; do
 	done
 	[ -n "$ok" ] || { echo "$0: the $g-group deployment did not serve every slot; logs in $tmp" >&2; exit 1; }
 done
-sleep 4
+sleep "${SETTLE:-4}" # 9 groups: the balancer hands a group over at most every 10 s
 
 cpu() { # pid -> utime+stime in clock ticks
 	awk '{print $14 + $15}' "/proc/$1/stat"
@@ -173,6 +174,22 @@ fsyncs() { # groups node-index -> the process's Raft log fdatasyncs so far, or "
 	echo "${v:--}"
 }
 
+# perf counts a process's fdatasync calls on their tracepoint.
+PERF=""
+if command -v perf >/dev/null && perf stat -e syscalls:sys_enter_fdatasync -x, -o /dev/null true 2>/dev/null; then
+	PERF=1
+fi
+declare -A perfpid
+perf_start() { # groups node-index
+	perf stat -x, -e syscalls:sys_enter_fdatasync -p "${pid[$1,$2]}" -o "$tmp/perf-$1-$2" 2>/dev/null &
+	perfpid[$1,$2]=$!
+}
+perf_end() { # groups node-index -> fdatasyncs counted since perf_start
+	kill -INT "${perfpid[$1,$2]}" 2>/dev/null || true
+	wait "${perfpid[$1,$2]}" 2>/dev/null || true
+	awk -F, '/fdatasync/ {print $1}' "$tmp/perf-$1-$2"
+}
+
 now() { date +%s.%N; }
 
 printf '%-6s %-7s %12s %16s %-40s %s\n' round groups "req/s" "CPU us/decision" "per process (us/decision)" "fdatasyncs/s per process"
@@ -182,7 +199,9 @@ for r in $(seq "$ROUNDS"); do
 		for i in 1 2 3; do
 			c0[$i]=$(cpu "${pid[$g,$i]}")
 			s0[$i]=$(fsyncs "$g" "$i")
+			[ -z "$PERF" ] || perf_start "$g" "$i"
 		done
+		[ -z "$PERF" ] || sleep 0.2 # perf attached
 		t0=$(now)
 		rps=$(run "$g")
 		t1=$(now)
@@ -194,10 +213,15 @@ for r in $(seq "$ROUNDS"); do
 			total=$((total + d))
 			per="$per n$i=$(printf '%.2f' "$(echo "$d / $TICK * 1000000 / $REQUESTS" | bc -l)")"
 			s1=$(fsyncs "$g" "$i")
-			if [ "$s1" = - ] || [ "${s0[$i]}" = - ]; then
-				syncs="$syncs n$i=-"
+			info=-
+			if [ "$s1" != - ] && [ "${s0[$i]}" != - ]; then
+				info=$(printf '%.0f' "$(echo "($s1 - ${s0[$i]}) / ($t1 - $t0)" | bc -l)")
+			fi
+			if [ -n "$PERF" ]; then
+				# perf's count, then the log's own (INFO) when the binary has it
+				syncs="$syncs n$i=$(printf '%.0f' "$(echo "$(perf_end "$g" "$i") / ($t1 - $t0)" | bc -l)")/$info"
 			else
-				syncs="$syncs n$i=$(printf '%.0f' "$(echo "($s1 - ${s0[$i]}) / ($t1 - $t0)" | bc -l)")"
+				syncs="$syncs n$i=$info"
 			fi
 		done
 		printf '%-6s %-7s %12.0f %16.2f %-40s %s\n' "$r" "$g" "$rps" "$(echo "$total / $TICK * 1000000 / $REQUESTS" | bc -l)" "$per" "$syncs"
