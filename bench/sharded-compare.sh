@@ -184,9 +184,11 @@ perf_start() { # groups node-index
 	perf stat -x, -e syscalls:sys_enter_fdatasync -p "${pid[$1,$2]}" -o "$tmp/perf-$1-$2" 2>/dev/null &
 	perfpid[$1,$2]=$!
 }
-perf_end() { # groups node-index -> fdatasyncs counted since perf_start
-	kill -INT "${perfpid[$1,$2]}" 2>/dev/null || true
-	wait "${perfpid[$1,$2]}" 2>/dev/null || true
+perf_stop() { # groups: ends its processes' perf (in this shell: wait needs it)
+	for i in 1 2 3; do kill -INT "${perfpid[$1,$i]}" 2>/dev/null || true; done
+	for i in 1 2 3; do wait "${perfpid[$1,$i]}" 2>/dev/null || true; done
+}
+perf_count() { # groups node-index -> fdatasyncs perf counted
 	awk -F, '/fdatasync/ {print $1}' "$tmp/perf-$1-$2"
 }
 
@@ -205,6 +207,7 @@ for r in $(seq "$ROUNDS"); do
 		t0=$(now)
 		rps=$(run "$g")
 		t1=$(now)
+		[ -z "$PERF" ] || perf_stop "$g"
 		total=0
 		per=""
 		syncs=""
@@ -219,7 +222,7 @@ for r in $(seq "$ROUNDS"); do
 			fi
 			if [ -n "$PERF" ]; then
 				# perf's count, then the log's own (INFO) when the binary has it
-				syncs="$syncs n$i=$(printf '%.0f' "$(echo "$(perf_end "$g" "$i") / ($t1 - $t0)" | bc -l)")/$info"
+				syncs="$syncs n$i=$(printf '%.0f' "$(echo "$(perf_count "$g" "$i") / ($t1 - $t0)" | bc -l)")/$info"
 			else
 				syncs="$syncs n$i=$info"
 			fi

@@ -2,9 +2,10 @@
 // (which replicates the slot directory) and a replica of every data group,
 // each a cluster.Node with its own engine and snapshots, all over the
 // process's one Raft Transport and writing through its one shared Raft
-// log (cluster.OpenLog), whose fdatasyncs every group shares. A Host routes each key to the group that
-// owns its hash slot, and is the server's Backend, Cluster, Policies and
-// SlotRouter when rlserver runs with --groups.
+// log (cluster.OpenLog), whose fdatasyncs every group shares. A Host
+// routes each key to the group that owns its hash slot, and is the
+// server's Backend, Cluster, Policies and SlotRouter when rlserver runs
+// with --groups.
 package groups
 
 import (
