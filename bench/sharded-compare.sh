@@ -14,6 +14,7 @@
 #
 #   ./bench/sharded-compare.sh                 # 3 rounds of 1,000,000 requests
 #   GROUPS_LIST="1 3 9" ./bench/sharded-compare.sh
+#   BIN_B=/tmp/rlserver-old ./bench/sharded-compare.sh  # each group count with that binary too ("3b"), interleaved
 #   ROUNDS=5 REQUESTS=2000000 ./bench/sharded-compare.sh
 #   RLSERVER_BIN=/tmp/rlserver ./bench/sharded-compare.sh
 #   CPU_QUOTA=0.3 ./bench/sharded-compare.sh   # each process limited to 0.3 of a core
@@ -35,6 +36,13 @@ PIPELINE=${PIPELINE:-32}
 CLIENTS=${CLIENTS:-50}
 KEYS=${KEYS:-100000}
 GROUPS_LIST=${GROUPS_LIST:-1 2 3}
+# The deployments: one per group count, and with BIN_B one more per group
+# count running that binary, named with a b ("3b").
+DEPLOYS=$GROUPS_LIST
+if [ -n "${BIN_B:-}" ]; then
+	DEPLOYS=""
+	for g in $GROUPS_LIST; do DEPLOYS="$DEPLOYS $g ${g}b"; done
+fi
 TICK=$(getconf CLK_TCK)
 
 for bin in redis-cli redis-benchmark; do
@@ -71,6 +79,7 @@ if [ -n "${RLSERVER_BIN:-}" ]; then
 else
 	go build -o "$tmp/rlserver" ./cmd/rlserver
 fi
+[ -z "${BIN_B:-}" ] || cp "$BIN_B" "$tmp/rlserver-b"
 
 CGROOT=/sys/fs/cgroup/cpu
 cgroups=()
@@ -83,25 +92,26 @@ cleanup_cgroups() {
 }
 trap 'cleanup; cleanup_cgroups' EXIT
 
-# start group-count node-index args...: starts rlserver, in its own cgroup
-# with CPU_QUOTA.
+# start deployment node-index args...: starts rlserver (rlserver-b for a
+# "b" deployment), in its own cgroup with CPU_QUOTA.
 start() {
-	local g=$1 i=$2
+	local g=$1 i=$2 bin=$tmp/rlserver
 	shift 2
+	[ "${g%b}" = "$g" ] || bin=$tmp/rlserver-b
 	if [ -n "${CPU_QUOTA:-}" ]; then
 		local cg="$CGROOT/rl-sharded-$$-$g-$i"
 		mkdir -p "$cg"
 		echo 100000 >"$cg/cpu.cfs_period_us"
 		echo "$quota" >"$cg/cpu.cfs_quota_us"
 		cgroups+=("$cg")
-		sh -c 'echo $$ >"$0/tasks" && exec "$@"' "$cg" "$tmp/rlserver" "$@" &
+		sh -c 'echo $$ >"$0/tasks" && exec "$@"' "$cg" "$bin" "$@" &
 	else
-		"$tmp/rlserver" "$@" &
+		"$bin" "$@" &
 	fi
 }
 
 declare -A port pid
-for g in $GROUPS_LIST; do
+for g in $DEPLOYS; do
 	peers=""
 	declare -a raft=()
 	for i in 1 2 3; do
@@ -112,7 +122,7 @@ for g in $GROUPS_LIST; do
 	for i in 1 2 3; do
 		mkdir -p "$tmp/g$g/n$i"
 		start "$g" "$i" --node-id "n$i" --addr "127.0.0.1:${port[$g,$i]}" --raft-addr "127.0.0.1:${raft[$i]}" \
-			--peers "$peers" --groups "$g" --dir "$tmp/g$g/n$i" --log-level warn >"$tmp/g$g-n$i.log" 2>&1
+			--peers "$peers" --groups "${g%b}" --dir "$tmp/g$g/n$i" --log-level warn >"$tmp/g$g-n$i.log" 2>&1
 		pid[$g,$i]=$!
 		pids+=($!)
 	done
@@ -120,7 +130,7 @@ done
 
 # Every slot served, and the leaders spread (the balancer hands a group to
 # its preferred node within a few seconds).
-for g in $GROUPS_LIST; do
+for g in $DEPLOYS; do
 	ok=""
 	for _ in $(seq 300); do
 		if redis-cli -p "${port[$g,1]}" CLUSTER INFO 2>/dev/null | grep -q 'cluster_state:ok'; then
@@ -139,10 +149,10 @@ cpu() { # pid -> utime+stime in clock ticks
 
 run() { # groups -> requests per second
 	local mode=(--cluster -p "${port[$1,1]}")
-	if [ "$1" = 1 ]; then
+	if [ "${1%b}" = 1 ]; then
 		# redis-benchmark --cluster refuses a cluster of one master: send
 		# everything to the one group's leader, which owns every slot.
-		mode=(-p "$(redis-cli -p "${port[1,1]}" CLUSTER SLOTS | tr -d '\r' | sed -n 4p)")
+		mode=(-p "$(redis-cli -p "${port[$1,1]}" CLUSTER SLOTS | tr -d '\r' | sed -n 4p)")
 	fi
 	redis-benchmark "${mode[@]}" -c "$CLIENTS" -P "$PIPELINE" -n "$REQUESTS" -r "$KEYS" --csv \
 		RL.ALLOW 'key:{tag}:__rand_int__' 100 0.01 1 2>/dev/null | tail -1 | cut -d, -f2 | tr -d '"'
@@ -153,19 +163,19 @@ leaders() { # groups -> "nX nY ..." leaders of each group
 }
 
 echo "redis-benchmark --cluster -c $CLIENTS -P $PIPELINE -r $KEYS -n $REQUESTS RL.ALLOW, $ROUNDS rounds, alternating" >&2
-for g in $GROUPS_LIST; do
+for g in $DEPLOYS; do
 	echo "groups=$g: leaders $(leaders "$g")" >&2
 	run "$g" >/dev/null # warm-up: creates the keys
 done
 
 # Idle cost: CPU of each deployment's three processes over 5 s of no load.
 declare -A idle0
-for g in $GROUPS_LIST; do for i in 1 2 3; do idle0[$g,$i]=$(cpu "${pid[$g,$i]}"); done; done
+for g in $DEPLOYS; do for i in 1 2 3; do idle0[$g,$i]=$(cpu "${pid[$g,$i]}"); done; done
 sleep 5
-for g in $GROUPS_LIST; do
+for g in $DEPLOYS; do
 	t=0
 	for i in 1 2 3; do t=$((t + $(cpu "${pid[$g,$i]}") - ${idle0[$g,$i]})); done
-	printf 'idle: %d groups, three processes: %.1f%% of a core\n' "$g" "$(echo "$t / $TICK / 5 * 100" | bc -l)"
+	printf 'idle: %s groups, three processes: %.1f%% of a core\n' "$g" "$(echo "$t / $TICK / 5 * 100" | bc -l)"
 done
 
 fsyncs() { # groups node-index -> the process's Raft log fdatasyncs so far, or "-"
@@ -196,7 +206,7 @@ now() { date +%s.%N; }
 
 printf '%-6s %-7s %12s %16s %-40s %s\n' round groups "req/s" "CPU us/decision" "per process (us/decision)" "fdatasyncs/s per process"
 for r in $(seq "$ROUNDS"); do
-	for g in $GROUPS_LIST; do
+	for g in $DEPLOYS; do
 		declare -a c0=() s0=()
 		for i in 1 2 3; do
 			c0[$i]=$(cpu "${pid[$g,$i]}")
@@ -230,4 +240,4 @@ for r in $(seq "$ROUNDS"); do
 		printf '%-6s %-7s %12.0f %16.2f %-40s %s\n' "$r" "$g" "$rps" "$(echo "$total / $TICK * 1000000 / $REQUESTS" | bc -l)" "$per" "$syncs"
 	done
 done
-for g in $GROUPS_LIST; do echo "leaders with $g groups: $(leaders "$g")"; done
+for g in $DEPLOYS; do echo "leaders with $g groups: $(leaders "$g")"; done
