@@ -108,6 +108,7 @@ func (n *Node) FollowMembership(ctx context.Context, m Membership) (bool, error)
 	defer cancel()
 	if l := m.Learner; l != "" && m.Addrs[l] != "" {
 		if _, ok := role[l]; !ok {
+			n.readded(l) // removed.go
 			return true, exported(n.waitConfig(ctx, n.raft.AddNonvoter(raft.ServerID(l), raft.ServerAddress(m.Addrs[l]), 0, n.cfg.CommitTimeout)))
 		}
 	}
@@ -120,6 +121,7 @@ func (n *Node) FollowMembership(ctx context.Context, m Membership) (bool, error)
 				// A voter the configuration lacks (a group created
 				// before placement, or a learner promoted while it was
 				// away): added as a voter.
+				n.readded(v) // removed.go
 				return true, exported(n.waitConfig(ctx, n.raft.AddVoter(raft.ServerID(v), raft.ServerAddress(a), 0, n.cfg.CommitTimeout)))
 			}
 		case r != raft.Voter:

@@ -197,6 +197,9 @@ type Node struct {
 	removed    atomic.Bool // this node saw itself removed from the configuration (removed.go)
 	listed     atomic.Bool // a committed configuration listed this node (removed.go)
 
+	noticeMu sync.Mutex
+	notices  map[string]*removalNotice // removal notices being sent, by node id (removed.go)
+
 	expired       atomic.Int64 // keys dropped by Sweep (status.go)
 	mem           nodeMemory   // maxmemory (memory.go)
 	leaderChanges atomic.Int64 // leader observations by watchLeader
@@ -681,6 +684,7 @@ func (n *Node) changeMembershipAs(ctx context.Context, id, addr string, localOnl
 		if err := n.checkDeadline(ctx, time.Now()); err != nil {
 			return err
 		}
+		n.readded(id) // removed.go
 		if nonvoter {
 			if _, ok := n.member(id); ok {
 				return nil

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -129,26 +130,105 @@ func (n *Node) Removed() bool { return n.removed.Load() }
 // tellRemoved sends msgRemoved to the node's Raft address, retrying for up
 // to removedNotice until the node answers (it may be unreachable: then
 // it learns nothing, as before, and serves no one through the log).
+//
+// A notice is for the process that was removed, but it goes to an id and
+// an address. A new process under the same id and address (the node
+// replaced: an empty folder, joined again) replays its predecessor's
+// configurations as it catches up, the first of which lists it, so it
+// cannot tell that a notice still being retried is not for it: it would
+// count itself removed a few appends into its catch-up and stop there.
+// So the notice stops once the id is a member again: this node adding it
+// cancels the notice first (readded), waiting for a try in flight, and
+// each try checks this node's latest configuration, which covers an add
+// by another leader (except a try already under way when this node
+// receives that entry). A process that has not seen itself listed yet
+// ignores a notice as well (handleRemoved).
 const removedNotice = 10 * time.Second
 
+// removedNoticeRetry is the pause between two tries of a notice (a
+// variable for the tests).
+var removedNoticeRetry = 200 * time.Millisecond
+
+// removalNotice is a notice tellRemoved is sending; mu is held during
+// each try.
+type removalNotice struct {
+	mu        sync.Mutex
+	cancelled bool
+}
+
 func (n *Node) tellRemoved(id string, addr raft.ServerAddress) {
+	rn := &removalNotice{}
+	n.noticeMu.Lock()
+	old := n.notices[id]
+	if n.notices == nil {
+		n.notices = map[string]*removalNotice{}
+	}
+	n.notices[id] = rn
+	n.noticeMu.Unlock()
+	old.cancel()
+	defer func() {
+		n.noticeMu.Lock()
+		if n.notices[id] == rn {
+			delete(n.notices, id)
+		}
+		n.noticeMu.Unlock()
+	}()
 	stop := time.Now().Add(removedNotice)
 	for time.Now().Before(stop) {
-		if p, err := dialPeer(addr, n.cfg.Group, n.dialTimeout(), n.cfg.DialTLS); err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), n.dialTimeout())
-			r, err := p.call(ctx, msgRemoved, codec.AppendString(nil, id))
-			cancel()
-			p.close()
-			if err == nil && r.status == statusOK {
-				return
-			}
+		if n.tryRemovedNotice(rn, id, addr) {
+			return
 		}
 		select {
 		case <-n.closing:
 			return
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(removedNoticeRetry):
 		}
 	}
+}
+
+// tryRemovedNotice sends the notice rn once, unless it was cancelled or
+// id is a member again, and reports whether the notice is done with.
+func (n *Node) tryRemovedNotice(rn *removalNotice, id string, addr raft.ServerAddress) bool {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	if rn.cancelled {
+		return true
+	}
+	if _, ok := n.member(id); ok {
+		return true
+	}
+	p, err := dialPeer(addr, n.cfg.Group, n.dialTimeout(), n.cfg.DialTLS)
+	if err != nil {
+		return false
+	}
+	defer p.close()
+	ctx, cancel := context.WithTimeout(context.Background(), n.dialTimeout())
+	defer cancel()
+	r, err := p.call(ctx, msgRemoved, codec.AppendString(nil, id))
+	return err == nil && r.status == statusOK
+}
+
+// cancel stops the notice; a try under way ends first. A nil notice is
+// none.
+func (rn *removalNotice) cancel() {
+	if rn == nil {
+		return
+	}
+	rn.mu.Lock()
+	rn.cancelled = true
+	rn.mu.Unlock()
+}
+
+// readded cancels the removal notice being sent for id, if any: this node
+// is about to add id to the configuration again, and no notice may reach
+// the process that joins under it. Call it before the change is handed
+// to Raft.
+func (n *Node) readded(id string) {
+	n.noticeMu.Lock()
+	rn := n.notices[id]
+	delete(n.notices, id)
+	n.noticeMu.Unlock()
+	rn.cancel()
 }
 
 // listedNow reports whether this process has seen itself in a
