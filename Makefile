@@ -158,3 +158,15 @@ bench-cluster:
 .PHONY: bench-moves
 bench-moves:
 	$(GO) run ./bench/moves $(ARGS)
+
+# What more machines add to a placed cluster (bench/scaleout): 3, 6 and 9
+# nodes with --groups N --replicas 3, each held to the same CPU quota
+# (0.1 core by default; root, cgroup v1), RL.ALLOW pipelines of 32 on
+# random keys through go-redis's ClusterClient: decisions/s, the ratio to
+# three nodes and CPU per decision over all nodes; then the time a group
+# takes to get three live replicas back after a kill -9, and a replica
+# move of a 1-million-key group under RL.CLUSTER REMOVE. About fifteen
+# minutes; ARGS='-parts scale -runs 3' etc.
+.PHONY: bench-scaleout
+bench-scaleout:
+	$(GO) run ./bench/scaleout $(ARGS)

@@ -21,7 +21,9 @@ func Example() {
 	addr, stop := exampleServer()
 	defer stop()
 
-	c, err := client.New(client.Options{Addrs: []string{addr}})
+	// A generous timeout: the default (50 ms) fails open on a machine
+	// too busy to answer in time, which would change what this prints.
+	c, err := client.New(client.Options{Addrs: []string{addr}, Timeout: 10 * time.Second})
 	if err != nil {
 		panic(err)
 	}

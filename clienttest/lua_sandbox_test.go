@@ -25,6 +25,8 @@ assert(type(cjson.encode) == 'function' and cjson.encode({{1}}) == '[[1]]', 'cjs
 assert(type(cmsgpack.pack) == 'function' and type(bit.band) == 'function' and type(struct.pack) == 'function', 'libraries')
 assert(type(math.random) == 'function' and type(table.concat) == 'function' and type(unpack) == 'function', 'base')
 assert(_G.redis == redis and rawget(_G, 'x') == nil and rawget(_G, 'hijack') == nil, 'globals')
+assert(not pcall(function() return _G[1] end) and redis[1] == nil and getmetatable('')[1] == nil, 'nothing inserted')
+assert(not pcall(function() return _G.source end) and redis.source == nil and redis.line == nil, 'nothing written by an error')
 assert(KEYS[1] ~= nil and #ARGV == 0, 'KEYS and ARGV')
 local ok, err = pcall(function() return undefined_global end)
 assert(not ok and string.find(err, 'nonexistent global variable', 1, true), 'undefined globals are errors')
@@ -74,6 +76,20 @@ var luaProbes = []luaProbe{
 	{name: "load reader", src: "local done = false local f = load(function() if done then return nil end done = true return 'string.upper = nil' end) return f()"},
 	{name: "coroutine", src: "local co = coroutine.create(function() string.upper = nil end) local ok, err = coroutine.resume(co) return {tostring(ok), tostring(string.find(err, 'readonly', 1, true) ~= nil)}"},
 	{name: "pcall", src: "local ok = pcall(function() getmetatable('').__index = {} end) return tostring(ok)"},
+	{name: "table.insert globals", src: "table.insert(_G, 'planted')"},
+	{name: "table.insert globals at", src: "table.insert(_G, 1, 'planted')"},
+	{name: "table.insert redis", src: "table.insert(redis, function() return 'hijacked' end)"},
+	{name: "table.insert string metatable", src: "table.insert(getmetatable(''), 1)"},
+	{name: "table.remove globals", src: "return table.remove(_G)"},
+	{name: "table.sort globals", src: "table.sort(_G) return 1"},
+	{name: "table.setn", src: "table.setn(_G, 3)"},
+	{name: "table.insert arguments", src: "table.insert({}, 1, 2, 3)"},
+	{name: "error globals", src: "error(_G)"},
+	{name: "error redis", src: "error(redis)"},
+	{name: "error redis from a named chunk", src: "loadstring('error(redis)', '=hijacked')()"},
+	{name: "pcall error redis", src: "local ok, e = pcall(error, redis) return {tostring(ok), type(e), tostring(rawget(redis, 'source'))}"},
+	{name: "rawget hidden", src: "return {tostring(rawget(redis, 'call') ~= nil), tostring(rawget(_G, 'redis') ~= nil), tostring(rawget(string, 'upper') ~= nil)}"},
+	{name: "string.dump", src: "return type(string.dump)"},
 	{name: "cjson settings", src: "cjson.encode_max_depth(1) return 1", want: ":1"},
 	{name: "unpack range", src: "return {unpack({1, 2, 3}, -2, 2147483647)}"},
 	{name: "unpack at the bound", src: "local t = {} for i = 1, 7999 do t[i] = i end return select('#', unpack(t))"},
@@ -173,33 +189,41 @@ func TestLuaKillStopsBuiltins(t *testing.T) {
 	}
 }
 
-func TestLuaSIGTERMStopsBuiltin(t *testing.T) {
-	s := start(t, opts{})
-	a := s.raw(t)
-	a.send(respCommand("EVAL", luaLongRunners[0].src, "0"))
-	ctl := s.raw(t)
-	// The script is running once SCRIPT KILL stops answering NOTBUSY; the
-	// answer is left to the kill below (a second script).
-	for {
-		ctl.send(respCommand("SCRIPT", "KILL"))
-		if v := ctl.read(); v.kind == '+' {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
+// TestLuaSIGTERMStopsBuiltins sends SIGTERM while a script is inside each
+// long built-in: the server must end the script and exit 0.
+func TestLuaSIGTERMStopsBuiltins(t *testing.T) {
+	for _, r := range luaLongRunners {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			s := start(t, opts{args: []string{"--script-memory-limit", "1gb"}})
+			a := s.raw(t)
+			a.send(respCommand("EVAL", r.src, "0"))
+			ctl := s.raw(t)
+			// The script is running once SCRIPT KILL stops answering
+			// NOTBUSY; the answer is left to the signal below (a second
+			// script).
+			for {
+				ctl.send(respCommand("SCRIPT", "KILL"))
+				if v := ctl.read(); v.kind == '+' {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			b := s.raw(t)
+			b.send(respCommand("EVAL", r.src, "0"))
+			time.Sleep(300 * time.Millisecond) // into the long part
+			began := time.Now()
+			s.signal(syscall.SIGTERM)
+			code, err := s.wait(20 * time.Second)
+			if err != nil {
+				t.Fatalf("SIGTERM with a script in a long built-in: %v", err)
+			}
+			if code != 0 {
+				t.Fatalf("exit status %d after SIGTERM\n%s", code, s.stderr)
+			}
+			t.Logf("exited %v after SIGTERM", time.Since(began).Round(time.Millisecond))
+		})
 	}
-	b := s.raw(t)
-	b.send(respCommand("EVAL", luaLongRunners[0].src, "0"))
-	time.Sleep(300 * time.Millisecond)
-	began := time.Now()
-	s.signal(syscall.SIGTERM)
-	code, err := s.wait(20 * time.Second)
-	if err != nil {
-		t.Fatalf("SIGTERM with a script in a long built-in: %v", err)
-	}
-	if code != 0 {
-		t.Fatalf("exit status %d after SIGTERM\n%s", code, s.stderr)
-	}
-	t.Logf("exited %v after SIGTERM", time.Since(began).Round(time.Millisecond))
 }
 
 func TestLuaMemoryLimit(t *testing.T) {

@@ -413,6 +413,14 @@ func (n *Node) watchLeader() {
 	})
 	n.raft.RegisterObserver(obs)
 	defer n.raft.DeregisterObserver(obs)
+	// A leader found before the observer was registered (Raft runs from
+	// NewRaft on) is never observed: greet it now, or the leader would not
+	// learn this node's client address until its next change.
+	if addr, id := n.raft.LeaderWithID(); addr != "" && string(id) != n.cfg.NodeID {
+		n.leaderChanges.Add(1)
+		n.log.Info("leader changed", "leader_id", string(id), "leader_addr", string(addr))
+		go n.leaderConn()
+	}
 	for {
 		select {
 		case <-n.closing:

@@ -16,11 +16,14 @@ import (
 	"github.com/rlserver/rlserver/slots"
 )
 
-// placedHost starts one host of a placed cluster (Replicas 3).
-func placedHost(t *testing.T, th *thost, peers []cluster.Peer, groups int) {
+// placedHost starts one host of a placed cluster (Replicas 3; deadAfter
+// 0 for the default), closed at the end of the test unless closed and
+// cleared (th.h = nil) before.
+func placedHost(t *testing.T, th *thost, peers []cluster.Peer, groups int, deadAfter time.Duration) {
 	t.Helper()
 	cfg := hostConfig(th, peers, groups)
 	cfg.Replicas = 3
+	cfg.NodeDeadAfter = deadAfter
 	if os.Getenv("RL_TEST_LOG") != "" {
 		cfg.Node.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", th.id)
 	}
@@ -29,6 +32,41 @@ func placedHost(t *testing.T, th *thost, peers []cluster.Peer, groups int) {
 		t.Fatal(err)
 	}
 	th.h = h
+	t.Cleanup(func() {
+		if th.h != nil {
+			th.h.Close()
+		}
+	})
+}
+
+// placedCluster makes n hosts (client ports from port up), starts the
+// first boot of them as a placed cluster of groups groups, and once it
+// has settled starts the others and joins each through the first.
+func placedCluster(t *testing.T, n, boot, groups, port int, deadAfter time.Duration) []*thost {
+	t.Helper()
+	var hosts []*thost
+	var peers []cluster.Peer
+	for i := range n {
+		th := &thost{id: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), raft: freeAddr(t), resp: fmt.Sprintf("127.0.0.1:%d", port+i)}
+		hosts = append(hosts, th)
+		if i < boot {
+			peers = append(peers, cluster.Peer{ID: th.id, Addr: th.raft})
+		}
+	}
+	for _, th := range hosts[:boot] {
+		placedHost(t, th, peers, groups, deadAfter)
+	}
+	waitSettled(t, hosts[:boot], 60*time.Second)
+	for _, th := range hosts[boot:] {
+		placedHost(t, th, nil, 0, deadAfter)
+		if err := hosts[0].h.Join(context.Background(), th.id, th.h.RaftAddr()); err != nil {
+			t.Fatalf("join %s: %v", th.id, err)
+		}
+	}
+	if boot < n {
+		waitSettled(t, hosts, 60*time.Second)
+	}
+	return hosts
 }
 
 // placementSettled: every group has three voters and no learner in the
@@ -129,22 +167,7 @@ func waitSettled(t *testing.T, hosts []*thost, timeout time.Duration) {
 // that group's leader.
 func TestPlacedClusterGrows(t *testing.T) {
 	const ngroups = 6
-	var hosts []*thost
-	var peers []cluster.Peer
-	for i := range 3 {
-		th := &thost{id: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), raft: freeAddr(t), resp: fmt.Sprintf("127.0.0.1:%d", 17000+i)}
-		hosts = append(hosts, th)
-		peers = append(peers, cluster.Peer{ID: th.id, Addr: th.raft})
-	}
-	for _, th := range hosts {
-		placedHost(t, th, peers, ngroups)
-	}
-	t.Cleanup(func() {
-		for _, th := range hosts {
-			th.h.Close()
-		}
-	})
-	waitSettled(t, hosts, 30*time.Second)
+	hosts := placedCluster(t, 3, 3, ngroups, 17000, 0)
 	ctx := context.Background()
 	// Drain one key per group's slots: 64 keys, capacity 1.
 	var reqs []engine.Request
@@ -166,7 +189,7 @@ func TestPlacedClusterGrows(t *testing.T) {
 	}
 	for i := 3; i < 5; i++ {
 		th := &thost{id: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), raft: freeAddr(t), resp: fmt.Sprintf("127.0.0.1:%d", 17000+i)}
-		placedHost(t, th, nil, 0)
+		placedHost(t, th, nil, 0, 0)
 		hosts = append(hosts, th)
 		if err := hosts[i%3].h.Join(ctx, th.id, th.h.RaftAddr()); err != nil {
 			t.Fatalf("join %s: %v", th.id, err)
@@ -260,63 +283,12 @@ func TestPlacedClusterGrows(t *testing.T) {
 // decided.
 func TestPlacedClusterHeals(t *testing.T) {
 	const ngroups = 4
-	var hosts []*thost
-	var peers []cluster.Peer
-	for i := range 5 {
-		th := &thost{id: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), raft: freeAddr(t), resp: fmt.Sprintf("127.0.0.1:%d", 17100+i)}
-		hosts = append(hosts, th)
-		if i < 3 {
-			peers = append(peers, cluster.Peer{ID: th.id, Addr: th.raft})
-		}
-	}
-	start := func(th *thost, peers []cluster.Peer, groups int) {
-		cfg := hostConfig(th, peers, groups)
-		cfg.Replicas = 3
-		cfg.NodeDeadAfter = 2 * time.Second
-		h, err := Open(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		th.h = h
-	}
-	for _, th := range hosts[:3] {
-		start(th, peers, ngroups)
-	}
-	t.Cleanup(func() {
-		for _, th := range hosts {
-			if th.h != nil {
-				th.h.Close()
-			}
-		}
-	})
-	waitSettled(t, hosts[:3], 30*time.Second)
-	ctx := context.Background()
-	for _, th := range hosts[3:] {
-		start(th, nil, 0)
-		if err := hosts[0].h.Join(ctx, th.id, th.h.RaftAddr()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitSettled(t, hosts, 60*time.Second)
+	hosts := placedCluster(t, 5, 3, ngroups, 17100, 2*time.Second)
 	var reqs []engine.Request
 	for i := range 32 {
 		reqs = append(reqs, engine.Request{Op: engine.OpGCRA, Key: []byte(fmt.Sprintf("h%d", i)), Limit: 1, Interval: int64(time.Hour), Cost: 1})
 	}
-	do := func(req engine.Request, live []*thost) engine.Result {
-		t.Helper()
-		var res [1]engine.Result
-		waitFor(t, 20*time.Second, "a leader to decide "+string(req.Key), func() bool {
-			d := live[0].h.meta.Directory()
-			g := d.Group(d.Slots[slots.Of(req.Key)])
-			for _, th := range live {
-				if m := th.h.set.Load().byID[g.ID]; m != nil && m.node.IsLeader() {
-					return th.h.Do(ctx, []engine.Request{req}, res[:]) == nil && res[0].Err == nil
-				}
-			}
-			return false
-		})
-		return res[0]
-	}
+	do := func(req engine.Request, live []*thost) engine.Result { return decideOnLeader(t, req, live) }
 	for _, req := range reqs {
 		if r := do(req, hosts); !r.Allowed {
 			t.Fatalf("first decision on %s refused", req.Key)
@@ -365,49 +337,13 @@ func TestPlacedClusterHeals(t *testing.T) {
 // directory, and the keys decided before are still decided.
 func TestPlacedClusterDrains(t *testing.T) {
 	const ngroups = 4
-	var hosts []*thost
-	var peers []cluster.Peer
-	for i := range 4 {
-		th := &thost{id: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), raft: freeAddr(t), resp: fmt.Sprintf("127.0.0.1:%d", 17200+i)}
-		hosts = append(hosts, th)
-		if i < 3 {
-			peers = append(peers, cluster.Peer{ID: th.id, Addr: th.raft})
-		}
-	}
-	for _, th := range hosts[:3] {
-		placedHost(t, th, peers, ngroups)
-	}
-	t.Cleanup(func() {
-		for _, th := range hosts {
-			th.h.Close()
-		}
-	})
-	waitSettled(t, hosts[:3], 30*time.Second)
+	hosts := placedCluster(t, 4, 3, ngroups, 17200, 0)
 	ctx := context.Background()
-	placedHost(t, hosts[3], nil, 0)
-	if err := hosts[0].h.Join(ctx, hosts[3].id, hosts[3].h.RaftAddr()); err != nil {
-		t.Fatal(err)
-	}
-	waitSettled(t, hosts, 60*time.Second)
 	var reqs []engine.Request
 	for i := range 32 {
 		reqs = append(reqs, engine.Request{Op: engine.OpGCRA, Key: []byte(fmt.Sprintf("d%d", i)), Limit: 1, Interval: int64(time.Hour), Cost: 1})
 	}
-	do := func(req engine.Request, live []*thost) engine.Result {
-		t.Helper()
-		var res [1]engine.Result
-		waitFor(t, 20*time.Second, "a leader to decide "+string(req.Key), func() bool {
-			d := live[0].h.meta.Directory()
-			g := d.Group(d.Slots[slots.Of(req.Key)])
-			for _, th := range live {
-				if m := th.h.set.Load().byID[g.ID]; m != nil && m.node.IsLeader() {
-					return th.h.Do(ctx, []engine.Request{req}, res[:]) == nil && res[0].Err == nil
-				}
-			}
-			return false
-		})
-		return res[0]
-	}
+	do := func(req engine.Request, live []*thost) engine.Result { return decideOnLeader(t, req, live) }
 	for _, req := range reqs {
 		if r := do(req, hosts); !r.Allowed {
 			t.Fatalf("first decision on %s refused", req.Key)
@@ -480,22 +416,7 @@ func TestPlacedClusterDrains(t *testing.T) {
 // driven by a node that holds both, and the keys it carries stay decided.
 func TestPlacedMoveWithoutMetaLeader(t *testing.T) {
 	const ngroups = 4
-	var hosts []*thost
-	var peers []cluster.Peer
-	for i := range 5 {
-		th := &thost{id: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), raft: freeAddr(t), resp: fmt.Sprintf("127.0.0.1:%d", 17300+i)}
-		hosts = append(hosts, th)
-		peers = append(peers, cluster.Peer{ID: th.id, Addr: th.raft})
-	}
-	for _, th := range hosts {
-		placedHost(t, th, peers, ngroups)
-	}
-	t.Cleanup(func() {
-		for _, th := range hosts {
-			th.h.Close()
-		}
-	})
-	waitSettled(t, hosts, 60*time.Second)
+	hosts := placedCluster(t, 5, 5, ngroups, 17300, 0)
 	var metaLeader string
 	waitFor(t, 10*time.Second, "a meta leader", func() bool {
 		for _, th := range hosts {
@@ -567,4 +488,22 @@ func TestPlacedMoveWithoutMetaLeader(t *testing.T) {
 			t.Fatalf("key %s after the move: %+v (want refused: its token was taken before)", reqs[i].Key, r)
 		}
 	}
+}
+
+// decideOnLeader applies req through the leader of its key's group among
+// live, waiting up to 20 s for one that decides it.
+func decideOnLeader(t *testing.T, req engine.Request, live []*thost) engine.Result {
+	t.Helper()
+	var res [1]engine.Result
+	waitFor(t, 20*time.Second, "a leader to decide "+string(req.Key), func() bool {
+		d := live[0].h.meta.Directory()
+		g := d.Group(d.Slots[slots.Of(req.Key)])
+		for _, th := range live {
+			if m := th.h.set.Load().byID[g.ID]; m != nil && m.node.IsLeader() {
+				return th.h.Do(context.Background(), []engine.Request{req}, res[:]) == nil && res[0].Err == nil
+			}
+		}
+		return false
+	})
+	return res[0]
 }

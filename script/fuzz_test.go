@@ -284,6 +284,12 @@ check('readonly library', function()
   local ok, e = pcall(function() string.canary = 1 end)
   return not ok and string.find(tostring(e), 'Attempt to modify a readonly table', 1, true) ~= nil
 end)
+check('nothing inserted', function()
+  return not pcall(function() return _G[1] end) and redis[1] == nil and string[1] == nil and getmetatable('')[1] == nil
+end)
+check('nothing written by an error', function()
+  return not pcall(function() return _G.source end) and redis.source == nil and redis.line == nil and cjson.source == nil
+end)
 check('cjson settings', function() return cjson.encode({1.5}) == '[1.5]' and cjson.encode({[3] = 1}) == '[null,null,1]' end)
 return bad
 `
@@ -339,6 +345,19 @@ func (s *softTB) messages() []string {
 // work) and a few ordinary scripts. Keep them quick: make test runs them
 // all under -race; each may take at most fuzzDeadline.
 var fuzzSeeds = []string{
+	// Writes into the read-only tables past their __newindex.
+	"table.insert(_G, 'planted')",
+	"table.insert(_G, 1, string.rep('x', 1000))",
+	"table.insert(redis, function() return 'hijacked' end)",
+	"table.insert(string, 1)",
+	"table.insert(getmetatable(''), 1)",
+	"return table.remove(_G)",
+	"table.sort(redis)",
+	"error(_G)",
+	"error(redis)",
+	"loadstring('error(redis)', '=hijacked')()",
+	"local ok, e = pcall(error, cjson) return tostring(ok)",
+	"xpcall(function() error(string) end, function(e) return e end)",
 	// Ordinary scripts.
 	"return 1",
 	"return {1, 'two', {3}, true, false, nil, 4.5}",

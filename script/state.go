@@ -67,7 +67,7 @@ func (e *Engine) newState() *state {
 		g.RawSetString(name, L.GetGlobal(name))
 	}
 	g.RawSetString("string", openString(L, &e.lim, L.GetGlobal("string").(*lua.LTable)))
-	g.RawSetString("table", openTable(L, &e.lim, L.GetGlobal("table").(*lua.LTable)))
+	g.RawSetString("table", openTable(L, &e.lim, L.GetGlobal("table").(*lua.LTable), func(t *lua.LTable) bool { return st.protected[t] != nil }))
 	coroutine := L.NewTable()
 	L.GetGlobal("coroutine").(*lua.LTable).ForEach(func(k, v lua.LValue) { coroutine.RawSet(k, v) })
 	resume := coroutine.RawGetString("resume").(*lua.LFunction)
@@ -272,6 +272,18 @@ func (st *state) errHandler(L *lua.LState) int {
 		}
 	}
 	t, isTable := obj.(*lua.LTable)
+	if isTable && st.protected[t] != nil {
+		// Redis's handler writes source and line into the thrown table;
+		// into a read-only one that raises, and Lua hands that error to
+		// the handler again, which names its own line. Nothing is
+		// written into the table.
+		t = L.NewTable()
+		t.RawSetString("err", lua.LString("ERR err_handler_def:10: Attempt to modify a readonly table"))
+		t.RawSetString("source", lua.LString("@err_handler_def"))
+		t.RawSetString("line", lua.LNumber(10))
+		L.Push(t)
+		return 1
+	}
 	if !isTable {
 		t = L.NewTable()
 		t.RawSetString("err", lua.LString("ERR "+luaToStringValue(L, obj)))

@@ -40,15 +40,30 @@ func openString(L *lua.LState, g *limits, base *lua.LTable) *lua.LTable {
 	return t
 }
 
-// openTable returns a table library with a bounded concat and a sort
-// that can be stopped.
-func openTable(L *lua.LState, g *limits, base *lua.LTable) *lua.LTable {
+// openTable returns a table library with a bounded concat, a sort that
+// can be stopped, and an insert that refuses the tables readOnly names
+// (gopher-lua's writes its argument raw, past a proxy's __newindex).
+func openTable(L *lua.LState, g *limits, base *lua.LTable, readOnly func(*lua.LTable) bool) *lua.LTable {
 	t := L.NewTable()
-	for _, name := range []string{"getn", "maxn", "insert", "remove", "setn"} {
+	for _, name := range []string{"getn", "maxn", "remove"} {
 		if v := base.RawGetString(name); v != lua.LNil {
 			t.RawSetString(name, v)
 		}
 	}
+	insert := base.RawGetString("insert").(*lua.LFunction)
+	t.RawSetString("insert", L.NewFunction(func(L *lua.LState) int {
+		if readOnly(L.CheckTable(1)) {
+			L.Error(lua.LString("Attempt to modify a readonly table"), 0)
+		}
+		if L.GetTop() > 3 {
+			L.RaiseError("wrong number of arguments to 'insert'")
+		}
+		return insert.GFunction(L)
+	}))
+	t.RawSetString("setn", L.NewFunction(func(L *lua.LState) int {
+		L.RaiseError("'setn' is obsolete")
+		return 0
+	}))
 	t.RawSetString("concat", L.NewFunction(g.tableConcat))
 	t.RawSetString("sort", L.NewFunction(tableSort))
 	return t

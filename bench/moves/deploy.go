@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rlserver/rlserver/bench/internal/benchproc"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,11 +13,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-// cgroupRoot is the cgroup v1 cpu controller's mount, as in
-// bench/sharded-compare.sh.
-const cgroupRoot = "/sys/fs/cgroup/cpu"
+	"github.com/rlserver/rlserver/bench/internal/benchproc"
+	"github.com/rlserver/rlserver/bench/internal/clusterload"
+)
 
 // deployment is three rlserver processes on loopback sharing one --peers
 // list, each with a data folder under dir.
@@ -26,7 +24,7 @@ type deployment struct {
 	dir     string
 	addrs   []string // client addresses, n1..n3
 	cmds    []*exec.Cmd
-	cgroups []string
+	cgroups []*benchproc.CPUQuota
 	admin   []*redis.Client // one plain connection pool per process
 }
 
@@ -56,24 +54,13 @@ func startDeployment(bin, dir string, groups int, quota float64, extra []string)
 			"--groups", strconv.Itoa(groups), "--dir", ndir, "--log-level", "info"}, extra...)
 		var cmd *exec.Cmd
 		if quota > 0 {
-			cg := filepath.Join(cgroupRoot, fmt.Sprintf("rl-moves-%d-%d", os.Getpid(), i+1))
-			if err := os.MkdirAll(cg, 0o755); err != nil {
-				d.stop()
-				return nil, fmt.Errorf("cgroup (needs root and cgroup v1 at %s): %w", cgroupRoot, err)
-			}
-			d.cgroups = append(d.cgroups, cg)
-			if err := os.WriteFile(filepath.Join(cg, "cpu.cfs_period_us"), []byte("100000"), 0o644); err != nil {
+			q, err := benchproc.NewCPUQuota(fmt.Sprintf("rl-moves-%d-%d", os.Getpid(), i+1), quota)
+			if err != nil {
 				d.stop()
 				return nil, err
 			}
-			q := strconv.Itoa(int(quota * 100000))
-			if err := os.WriteFile(filepath.Join(cg, "cpu.cfs_quota_us"), []byte(q), 0o644); err != nil {
-				d.stop()
-				return nil, err
-			}
-			// The shell joins the cgroup, then execs rlserver: the pid
-			// stays the same, so /proc/<pid>/stat is rlserver's.
-			cmd = exec.Command("sh", append([]string{"-c", `echo $$ >"$0/tasks" && exec "$@"`, cg, bin}, args...)...)
+			d.cgroups = append(d.cgroups, q)
+			cmd = q.Command(bin, args...)
 		} else {
 			cmd = exec.Command(bin, args...)
 		}
@@ -120,8 +107,8 @@ func (d *deployment) stop() {
 			<-done
 		}
 	}
-	for _, cg := range d.cgroups {
-		os.Remove(cg)
+	for _, q := range d.cgroups {
+		q.Remove()
 	}
 	d.cmds, d.cgroups, d.admin = nil, nil, nil
 }
@@ -154,45 +141,10 @@ func (d *deployment) groups() ([]groupInfo, error) {
 	}
 	s, _ := v.(string)
 	var out []groupInfo
-	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		g := groupInfo{}
-		g.id, _ = strconv.Atoi(f[0])
-		for _, kv := range f[1:] {
-			k, val, _ := strings.Cut(kv, "=")
-			switch k {
-			case "leader":
-				g.leader = val
-			case "keys":
-				g.keys, _ = strconv.Atoi(val)
-			case "slots":
-				g.slots = countSlots(val)
-			}
-		}
-		out = append(out, g)
+	for _, g := range clusterload.ParseGroups(s) {
+		out = append(out, groupInfo{id: g.ID, leader: g.Leader, slots: clusterload.CountSlots(g.Slots), keys: g.Keys})
 	}
 	return out, nil
-}
-
-// countSlots counts the slots of "0-99,200,300-310" ("-": none).
-func countSlots(s string) int {
-	n := 0
-	for _, r := range strings.Split(s, ",") {
-		a, b, ok := strings.Cut(r, "-")
-		x, err1 := strconv.Atoi(a)
-		if err1 != nil {
-			continue
-		}
-		y := x
-		if ok {
-			y, _ = strconv.Atoi(b)
-		}
-		n += y - x + 1
-	}
-	return n
 }
 
 // waitReady waits until every slot is served and each group g is led by

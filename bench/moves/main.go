@@ -55,12 +55,12 @@ import (
 	"log"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/rlserver/rlserver/bench/internal/benchproc"
 )
 
 type config struct {
@@ -142,25 +142,16 @@ func main() {
 			os.RemoveAll(tmp)
 		}
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-sig
-		cleanup()
-		os.Exit(130)
-	}()
+	benchproc.OnInterrupt(cleanup)
 	fail := func(format string, args ...any) {
 		cleanup()
 		log.Fatalf(format, args...)
 	}
 
 	if cfg.bin == "" {
-		cfg.bin = filepath.Join(tmp, "rlserver")
 		logf("building rlserver")
-		cmd := exec.Command("go", "build", "-o", cfg.bin, "./cmd/rlserver")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fail("go build: %v (run from the repository's root)", err)
+		if cfg.bin, err = benchproc.BuildServer(tmp); err != nil {
+			fail("%v", err)
 		}
 	}
 	extra := []string{"--commit-timeout", cfg.commitTimeout.String()}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/rlserver/rlserver/bench/internal/clusterload"
 	"strconv"
 	"strings"
 	"time"
@@ -53,17 +54,17 @@ func waitMove(d *deployment, id int64, t0 time.Time, limit time.Duration) (moveR
 }
 
 func runMoves(cfg config, d *deployment) error {
-	inCC := newClusterClient(d.addrs, cfg.commitTimeout, 32)
+	inCC := clusterload.NewClusterClient(d.addrs, cfg.commitTimeout, 32)
 	defer inCC.Close()
-	outCC := newClusterClient(d.addrs, cfg.commitTimeout, 32)
+	outCC := clusterload.NewClusterClient(d.addrs, cfg.commitTimeout, 32)
 	defer outCC.Close()
 
 	var ranges [][2]int
 	var rangeKeys [][]string
 	for i, n := range cfg.sizes {
 		lo, hi := i*cfg.width, (i+1)*cfg.width-1
-		keys := keysInRange(fmt.Sprintf("mv%d:", i), lo, hi, n)
-		rate, err := fill(inCC, keys, 8, 512)
+		keys := clusterload.KeysInRange(fmt.Sprintf("mv%d:", i), lo, hi, n)
+		rate, err := clusterload.Fill(inCC, keys, 8, 512)
 		if err != nil {
 			return fmt.Errorf("fill: %w", err)
 		}
@@ -71,8 +72,8 @@ func runMoves(cfg config, d *deployment) error {
 		ranges = append(ranges, [2]int{lo, hi})
 		rangeKeys = append(rangeKeys, keys)
 	}
-	outside := keysOutside("out:", ranges, 200000)
-	if _, err := fill(outCC, outside, 8, 512); err != nil {
+	outside := clusterload.KeysOutside("out:", ranges, 200000)
+	if _, err := clusterload.Fill(outCC, outside, 8, 512); err != nil {
 		return fmt.Errorf("fill: %w", err)
 	}
 	if gs, err := d.groups(); err == nil {
@@ -92,46 +93,46 @@ func runMoves(cfg config, d *deployment) error {
 			if r%2 == 1 {
 				from, to = 2, 1
 			}
-			in := singles(inCC, rangeKeys[i], cfg.inWorkers)
-			out := pipelines(outCC, outside, cfg.outWorkers, cfg.depth)
+			in := clusterload.Singles(inCC, rangeKeys[i], cfg.inWorkers)
+			out := clusterload.Pipelines(outCC, outside, cfg.outWorkers, cfg.depth)
 			time.Sleep(cfg.before)
 			t0 := time.Now()
 			v, err := d.do(0, "RL.CLUSTER", "MOVE", lo, hi, to)
 			if err != nil {
-				in.stop()
-				out.stop()
+				in.Stop()
+				out.Stop()
 				return fmt.Errorf("RL.CLUSTER MOVE %d %d %d: %w", lo, hi, to, err)
 			}
 			id, _ := v.(int64)
 			res, err := waitMove(d, id, t0, 10*time.Minute)
 			if err != nil {
-				in.stop()
-				out.stop()
+				in.Stop()
+				out.Stop()
 				return err
 			}
 			tr := t0.Add(res.released)
 			time.Sleep(cfg.after)
-			inS, outS := in.stop(), out.stop()
+			inS, outS := in.Stop(), out.Stop()
 
 			// The first half second of a load warms its connections.
 			b0 := t0.Add(-cfg.before + 500*time.Millisecond)
-			inB, inD := summarize(inS, b0, t0), summarize(inS, t0, tr)
-			outB, outD := summarize(outS, b0, t0), summarize(outS, t0, tr)
+			inB, inD := clusterload.Summarize(inS, b0, t0), clusterload.Summarize(inS, t0, tr)
+			outB, outD := clusterload.Summarize(outS, b0, t0), clusterload.Summarize(outS, t0, tr)
 			slow := 0
 			for _, s := range inS {
-				if !s.start.Before(t0) && s.start.Before(tr) && s.lat >= 100*time.Millisecond {
+				if !s.Start.Before(t0) && s.Start.Before(tr) && s.Lat >= 100*time.Millisecond {
 					slow++
 				}
 			}
 			ratio := 0.0
-			if outB.perSec > 0 {
-				ratio = outD.perSec / outB.perSec
+			if outB.PerSec > 0 {
+				ratio = outD.PerSec / outB.PerSec
 			}
 			fmt.Printf("| %d | %d-%d | %d→%d | %s ms | %s ms | %s | %s | %s / %s / %s | %d, %s / %s / %s, %d, %s | %.0f | %.0f | %.2f | %s / %s, %s |\n",
 				n, lo, hi, from, to, ms(res.committed), ms(res.released), res.took, res.keys,
-				ms(inB.p50), ms(inB.p99), ms(inB.max),
-				inD.requests, ms(inD.p50), ms(inD.p99), ms(inD.max), slow, errText(inD.errs),
-				outB.perSec, outD.perSec, ratio, ms(outB.p99), ms(outD.p99), errText(outD.errs))
+				ms(inB.P50), ms(inB.P99), ms(inB.Max),
+				inD.Requests, ms(inD.P50), ms(inD.P99), ms(inD.Max), slow, errText(inD.Errs),
+				outB.PerSec, outD.PerSec, ratio, ms(outB.P99), ms(outD.P99), errText(outD.Errs))
 			// Let the source's and the target's logs settle before the
 			// next baseline.
 			time.Sleep(time.Second)

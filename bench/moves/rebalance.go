@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/rlserver/rlserver/bench/internal/clusterload"
 	"math/rand/v2"
 	"os/exec"
 	"strconv"
@@ -33,14 +34,14 @@ type idleRow struct {
 }
 
 func runRebalance(cfg config, d *deployment, quota float64) error {
-	cc := newClusterClient(d.addrs, cfg.commitTimeout, 32)
+	cc := clusterload.NewClusterClient(d.addrs, cfg.commitTimeout, 32)
 	defer cc.Close()
 	rng := rand.New(rand.NewPCG(7, 7))
 	keys := make([]string, cfg.rebKeys)
 	for i := range keys {
 		keys[i] = "rb:" + strconv.FormatUint(rng.Uint64(), 36)
 	}
-	rate, err := fill(cc, keys, 8, 512)
+	rate, err := clusterload.Fill(cc, keys, 8, 512)
 	if err != nil {
 		return fmt.Errorf("fill: %w", err)
 	}
@@ -184,7 +185,7 @@ func benchRound(cfg config, d *deployment) (roundRow, error) {
 	c0 := d.cpuSample()
 	out, err := exec.Command("redis-benchmark", "--cluster", "-h", "127.0.0.1", "-p", port,
 		"-c", strconv.Itoa(cfg.benchClients), "-P", strconv.Itoa(benchPipeline), "-n", strconv.Itoa(cfg.requests),
-		"-r", strconv.Itoa(benchKeys), "--csv", "RL.ALLOW", "key:{tag}:__rand_int__", limitCapacity, limitRate, "1").Output()
+		"-r", strconv.Itoa(benchKeys), "--csv", "RL.ALLOW", "key:{tag}:__rand_int__", clusterload.LimitCapacity, clusterload.LimitRate, "1").Output()
 	c1 := d.cpuSample()
 	if err != nil {
 		return roundRow{}, fmt.Errorf("redis-benchmark: %w", err)
@@ -209,17 +210,17 @@ func goRound(cfg config, d *deployment, cc *redis.ClusterClient, keys []string) 
 	workers, depth := cfg.goWorkers, benchPipeline
 	c0 := d.cpuSample()
 	t0 := time.Now()
-	l := pipelines(cc, keys, workers, depth)
+	l := clusterload.Pipelines(cc, keys, workers, depth)
 	time.Sleep(cfg.goLoad)
-	ss := l.stop()
+	ss := l.Stop()
 	el := time.Since(t0).Seconds()
 	c1 := d.cpuSample()
 	n := 0
 	errs := map[string]int{}
 	for _, s := range ss {
-		n += s.n
-		if s.err != "" {
-			errs[s.err]++
+		n += s.N
+		if s.Err != "" {
+			errs[s.Err]++
 		}
 	}
 	total, each := cpuPerDecision(c0, c1, float64(max(n, 1)))
@@ -268,7 +269,7 @@ func movesSince(d *deployment, id int64) (moves, slotCount, keys int) {
 		moves++
 		for _, kv := range f[1:] {
 			if v, ok := strings.CutPrefix(kv, "slots="); ok {
-				slotCount += countSlots(v)
+				slotCount += clusterload.CountSlots(v)
 			}
 			if v, ok := strings.CutPrefix(kv, "keys="); ok {
 				k, _ := strconv.Atoi(v)

@@ -71,16 +71,18 @@ var allowed = map[string][]string{
 	"internal/testfs":   {},
 	"internal/testport": {},
 	// Benchmarks: no edge package; they drive a built server over TCP.
-	"bench/internal/benchproc": {},
-	"bench/internal/respio":    {},
-	"bench/checkbench":         {"bench/internal/benchproc", "engine"},
-	"bench/compare":            {"bench/internal/benchproc", "bench/internal/respio"},
-	"bench/kvcompare":          {"bench/internal/benchproc", "bench/internal/respio"},
-	"bench/loadgen":            {},
-	"bench/memkeys":            {"engine"},
-	"bench/moves":              {"bench/internal/benchproc", "slots"},
-	"bench/noopserver":         {"internal/sysmon"},
-	"bench/persist":            {"engine", "persist"},
+	"bench/internal/benchproc":   {},
+	"bench/internal/respio":      {},
+	"bench/internal/clusterload": {"slots"},
+	"bench/checkbench":           {"bench/internal/benchproc", "engine"},
+	"bench/compare":              {"bench/internal/benchproc", "bench/internal/respio"},
+	"bench/kvcompare":            {"bench/internal/benchproc", "bench/internal/respio"},
+	"bench/loadgen":              {},
+	"bench/memkeys":              {"engine"},
+	"bench/moves":                {"bench/internal/benchproc", "bench/internal/clusterload", "slots"},
+	"bench/scaleout":             {"bench/internal/benchproc", "bench/internal/clusterload", "slots"},
+	"bench/noopserver":           {"internal/sysmon"},
+	"bench/persist":              {"engine", "persist"},
 }
 
 // packages lists the module's packages with their rlserver imports (not

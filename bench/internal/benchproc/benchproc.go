@@ -8,8 +8,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -76,4 +80,29 @@ func cpuTime(pid int, children bool) time.Duration {
 		ticks += v
 	}
 	return time.Duration(ticks) * time.Second / clockTick
+}
+
+// BuildServer builds ./cmd/rlserver (the working directory must be the
+// repository's root) into dir and returns the binary's path; go's output
+// goes to stderr.
+func BuildServer(dir string) (string, error) {
+	bin := filepath.Join(dir, "rlserver")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/rlserver")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build: %v (run from the repository's root)", err)
+	}
+	return bin, nil
+}
+
+// OnInterrupt runs cleanup and exits with status 130 on SIGINT or
+// SIGTERM.
+func OnInterrupt(cleanup func()) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		cleanup()
+		os.Exit(130)
+	}()
 }

@@ -1,4 +1,9 @@
-package main
+// Package clusterload holds the loads the cluster benchmarks
+// (bench/moves, bench/scaleout) drive through a go-redis ClusterClient:
+// RL.ALLOW on keys chosen by hash slot, a fill, closed-loop single
+// requests and pipelines that record every sample, and the summary of a
+// time window of samples.
+package clusterload
 
 import (
 	"context"
@@ -19,19 +24,20 @@ import (
 // 10,000 s, so a key the fill touched stays (a full bucket is dropped as
 // expired) for the whole benchmark, and no run drains one.
 const (
-	limitCapacity = "1000"
-	limitRate     = "0.0001"
+	LimitCapacity = "1000"
+	LimitRate     = "0.0001"
 )
 
-func allowArgs(key string) []any {
-	return []any{"RL.ALLOW", key, limitCapacity, limitRate, "1"}
+// AllowArgs is RL.ALLOW on key with that limit and a cost of 1.
+func AllowArgs(key string) []any {
+	return []any{"RL.ALLOW", key, LimitCapacity, LimitRate, "1"}
 }
 
-// newClusterClient is the go-redis ClusterClient every load uses: enough
+// NewClusterClient is the go-redis ClusterClient every load uses: enough
 // redirects to follow a move, a read timeout above the servers' commit
 // timeout (a request on a moving range waits up to it), and a 1 s state
 // reload as docs/cluster-mode.md recommends.
-func newClusterClient(addrs []string, commitTimeout time.Duration, pool int) *redis.ClusterClient {
+func NewClusterClient(addrs []string, commitTimeout time.Duration, pool int) *redis.ClusterClient {
 	return redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs:                      addrs,
 		MaxRedirects:               16,
@@ -42,9 +48,9 @@ func newClusterClient(addrs []string, commitTimeout time.Duration, pool int) *re
 	})
 }
 
-// keysInRange returns n keys prefix<i> whose hash slot lies in [lo, hi],
+// KeysInRange returns n keys prefix<i> whose hash slot lies in [lo, hi],
 // for i = 0, 1, ... (CRC16, as every Redis Cluster client hashes them).
-func keysInRange(prefix string, lo, hi, n int) []string {
+func KeysInRange(prefix string, lo, hi, n int) []string {
 	out := make([]string, 0, n)
 	for i := 0; len(out) < n; i++ {
 		k := prefix + itoa(i)
@@ -55,9 +61,9 @@ func keysInRange(prefix string, lo, hi, n int) []string {
 	return out
 }
 
-// keysOutside returns n keys prefix<i> whose slot lies outside every
+// KeysOutside returns n keys prefix<i> whose slot lies outside every
 // range of skip ([lo, hi] pairs).
-func keysOutside(prefix string, skip [][2]int, n int) []string {
+func KeysOutside(prefix string, skip [][2]int, n int) []string {
 	out := make([]string, 0, n)
 	for i := 0; len(out) < n; i++ {
 		k := prefix + itoa(i)
@@ -75,6 +81,7 @@ func keysOutside(prefix string, skip [][2]int, n int) []string {
 	return out
 }
 
+// itoa is strconv.itoa for i >= 0, without its small-number cache check.
 func itoa(i int) string {
 	var b [20]byte
 	p := len(b)
@@ -88,10 +95,10 @@ func itoa(i int) string {
 	}
 }
 
-// fill sends one RL.ALLOW per key through the cluster client, in
+// Fill sends one RL.ALLOW per key through the cluster client, in
 // pipelines of batch keys over conns goroutines, and returns the keys per
 // second.
-func fill(cc *redis.ClusterClient, keys []string, conns, batch int) (float64, error) {
+func Fill(cc *redis.ClusterClient, keys []string, conns, batch int) (float64, error) {
 	start := time.Now()
 	var next atomic.Int64
 	var firstErr error
@@ -119,7 +126,7 @@ func fill(cc *redis.ClusterClient, keys []string, conns, batch int) (float64, er
 					var cmds []redis.Cmder
 					cmds, err = cc.Pipelined(ctx, func(p redis.Pipeliner) error {
 						for _, k := range part {
-							p.Do(ctx, allowArgs(k)...)
+							p.Do(ctx, AllowArgs(k)...)
 						}
 						return nil
 					})
@@ -152,53 +159,53 @@ func fill(cc *redis.ClusterClient, keys []string, conns, batch int) (float64, er
 	return float64(len(keys)) / time.Since(start).Seconds(), firstErr
 }
 
-// sample is one timed request (or pipeline) of a running load.
-type sample struct {
-	start time.Time
-	lat   time.Duration
-	n     int    // decisions it carried
-	err   string // "" when every reply was a decision
+// Sample is one timed request (or pipeline) of a running load.
+type Sample struct {
+	Start time.Time
+	Lat   time.Duration
+	N     int    // decisions it carried
+	Err   string // "" when every reply was a decision
 }
 
-// load runs workers that record samples until stopped.
-type load struct {
+// Load runs workers that record samples until stopped.
+type Load struct {
 	stopped atomic.Bool
 	wg      sync.WaitGroup
 	mu      sync.Mutex
-	samples []sample
+	samples []Sample
 }
 
-func (l *load) add(s []sample) {
+func (l *Load) add(s []Sample) {
 	l.mu.Lock()
 	l.samples = append(l.samples, s...)
 	l.mu.Unlock()
 }
 
-// stop stops the workers and returns every sample, in start order.
-func (l *load) stop() []sample {
+// Stop stops the workers and returns every sample, in start order.
+func (l *Load) Stop() []Sample {
 	l.stopped.Store(true)
 	l.wg.Wait()
-	slices.SortFunc(l.samples, func(a, b sample) int { return a.start.Compare(b.start) })
+	slices.SortFunc(l.samples, func(a, b Sample) int { return a.Start.Compare(b.Start) })
 	return l.samples
 }
 
-// singles starts workers that each send one RL.ALLOW at a time on a
+// Singles starts workers that each send one RL.ALLOW at a time on a
 // random key of keys (closed loop): each sample is one request's latency
 // as the client sees it, MOVED and TRYAGAIN retries included.
-func singles(cc *redis.ClusterClient, keys []string, workers int) *load {
-	l := &load{}
+func Singles(cc *redis.ClusterClient, keys []string, workers int) *Load {
+	l := &Load{}
 	for w := range workers {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), 1))
 			ctx := context.Background()
-			var buf []sample
+			var buf []Sample
 			for !l.stopped.Load() {
 				k := keys[rng.IntN(len(keys))]
 				t := time.Now()
-				err := cc.Do(ctx, allowArgs(k)...).Err()
-				buf = append(buf, sample{start: t, lat: time.Since(t), n: 1, err: errClass(err)})
+				err := cc.Do(ctx, AllowArgs(k)...).Err()
+				buf = append(buf, Sample{Start: t, Lat: time.Since(t), N: 1, Err: ErrClass(err)})
 				if len(buf) == 4096 {
 					l.add(buf)
 					buf = buf[:0]
@@ -210,35 +217,35 @@ func singles(cc *redis.ClusterClient, keys []string, workers int) *load {
 	return l
 }
 
-// pipelines starts workers that each send pipelines of depth RL.ALLOWs on
+// Pipelines starts workers that each send pipelines of depth RL.ALLOWs on
 // random keys of keys (closed loop; go-redis splits each by node).
-func pipelines(cc *redis.ClusterClient, keys []string, workers, depth int) *load {
-	l := &load{}
+func Pipelines(cc *redis.ClusterClient, keys []string, workers, depth int) *Load {
+	l := &Load{}
 	for w := range workers {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), 2))
 			ctx := context.Background()
-			var buf []sample
+			var buf []Sample
 			for !l.stopped.Load() {
 				t := time.Now()
 				cmds, err := cc.Pipelined(ctx, func(p redis.Pipeliner) error {
 					for range depth {
-						p.Do(ctx, allowArgs(keys[rng.IntN(len(keys))])...)
+						p.Do(ctx, AllowArgs(keys[rng.IntN(len(keys))])...)
 					}
 					return nil
 				})
-				s := sample{start: t, lat: time.Since(t)}
+				s := Sample{Start: t, Lat: time.Since(t)}
 				for _, c := range cmds {
 					if c.Err() == nil {
-						s.n++
-					} else if s.err == "" {
-						s.err = errClass(c.Err())
+						s.N++
+					} else if s.Err == "" {
+						s.Err = ErrClass(c.Err())
 					}
 				}
-				if s.err == "" && err != nil {
-					s.err = errClass(err)
+				if s.Err == "" && err != nil {
+					s.Err = ErrClass(err)
 				}
 				buf = append(buf, s)
 				if len(buf) == 4096 {
@@ -252,9 +259,9 @@ func pipelines(cc *redis.ClusterClient, keys []string, workers, depth int) *load
 	return l
 }
 
-// errClass names an error by its first word (TRYAGAIN, MOVED, ...), or
+// ErrClass names an error by its first word (TRYAGAIN, MOVED, ...), or
 // "timeout".
-func errClass(err error) string {
+func ErrClass(err error) string {
 	if err == nil {
 		return ""
 	}
@@ -269,38 +276,39 @@ func errClass(err error) string {
 	return s
 }
 
-// window is what the samples that started in [from, to) show.
-type window struct {
-	requests int // samples
-	perSec   float64
-	p50, p99 time.Duration
-	max      time.Duration
-	errs     map[string]int
+// Window is what the samples that started in [from, to) show.
+type Window struct {
+	Requests int // samples
+	PerSec   float64
+	P50, P99 time.Duration
+	Max      time.Duration
+	Errs     map[string]int
 }
 
-func summarize(ss []sample, from, to time.Time) window {
-	w := window{errs: map[string]int{}}
+// Summarize is what the samples of ss that started in [from, to) show.
+func Summarize(ss []Sample, from, to time.Time) Window {
+	w := Window{Errs: map[string]int{}}
 	var lats []time.Duration
 	decisions := 0
 	for _, s := range ss {
-		if s.start.Before(from) || !s.start.Before(to) {
+		if s.Start.Before(from) || !s.Start.Before(to) {
 			continue
 		}
-		w.requests++
-		decisions += s.n
-		lats = append(lats, s.lat)
-		if s.err != "" {
-			w.errs[s.err]++
+		w.Requests++
+		decisions += s.N
+		lats = append(lats, s.Lat)
+		if s.Err != "" {
+			w.Errs[s.Err]++
 		}
 	}
 	if d := to.Sub(from).Seconds(); d > 0 {
-		w.perSec = float64(decisions) / d
+		w.PerSec = float64(decisions) / d
 	}
 	if len(lats) == 0 {
 		return w
 	}
 	slices.Sort(lats)
 	q := func(p float64) time.Duration { return lats[min(len(lats)-1, int(p*float64(len(lats))))] }
-	w.p50, w.p99, w.max = q(0.50), q(0.99), lats[len(lats)-1]
+	w.P50, w.P99, w.Max = q(0.50), q(0.99), lats[len(lats)-1]
 	return w
 }
