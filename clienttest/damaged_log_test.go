@@ -15,10 +15,10 @@ import (
 
 // TestClusterDamagedLogRebuilt: a bit flipped in a follower's Raft log,
 // with valid records after it, is damage: the node refuses to start with
-// one line naming the file and offset (it used to cut the log there,
-// dropping the acknowledged entries after it); the way out docs/cluster.md
-// gives (remove it, empty its folder, join again) rebuilds the replica
-// from the others.
+// one line naming the file, the offset and the group (it used to cut the
+// log there, dropping the acknowledged entries after it); the way out
+// docs/cluster.md gives (remove it, empty its folder, join again) rebuilds
+// the replica from the others.
 func TestClusterDamagedLogRebuilt(t *testing.T) {
 	c := startCluster(t, binary())
 	leader := c.waitLeader(20 * time.Second)
@@ -39,52 +39,11 @@ func TestClusterDamagedLogRebuilt(t *testing.T) {
 	}
 	c.stop(f)
 
-	// Flip a bit in the body of the first record of the follower's last
-	// segment that has a record after it.
-	segs, err := filepath.Glob(filepath.Join(f.dir, "raft", "raft-log", "log-*.seg"))
-	if err != nil || len(segs) == 0 {
-		t.Fatalf("no log segments in %s: %v", f.dir, err)
-	}
-	sort.Strings(segs)
-	seg := segs[len(segs)-1]
-	data, err := os.ReadFile(seg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := int(le.LittleEndian.Uint32(data))
-	if first == 0 || 8+first+8 >= len(data) || le.LittleEndian.Uint32(data[8+first:]) == 0 {
-		t.Fatalf("%s holds fewer than two records", seg)
-	}
-	data[8+20] ^= 0x40 // inside the first record's body (its AppendedAt)
-	if err := os.WriteFile(seg, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	seg := flipFirstRecord(t, f.dir)
 
 	cmd := exec.Command(c.bin, "--node-id", f.id, "--addr", f.respAddr, "--raft-addr", f.raftAddr,
 		"--dir", f.dir, "--log-level", "warn", "--peers", c.peers)
-	cmd.Env = cleanEnv()
-	done := make(chan struct{})
-	var out []byte
-	var runErr error
-	go func() {
-		out, runErr = cmd.CombinedOutput()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("the node with a damaged log is still running 30 s later")
-	}
-	if runErr == nil {
-		t.Fatalf("the node with a damaged log started:\n%s", out)
-	}
-	for _, want := range []string{seg, "offset 0:", "not a torn write"} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("the refusal does not name %q:\n%s", want, out)
-		}
-	}
-	t.Logf("refused: %s", strings.TrimSpace(string(out)))
+	refused(t, cmd, seg, "offset 0:", "not a torn write", "group 0")
 
 	// The way out: remove it, empty its folder, join again.
 	if v, err := rawDo(leader.respAddr, 5*time.Second, "RL.CLUSTER", "REMOVE", f.id); err != nil || v.kind != '+' {
@@ -102,4 +61,65 @@ func TestClusterDamagedLogRebuilt(t *testing.T) {
 	c.launch(f)
 	c.waitLeader(20 * time.Second)
 	c.converge(30 * time.Second)
+}
+
+// flipFirstRecord flips a bit in the body of the first record of the last
+// segment of the shared Raft log in the data folder dir, which must have
+// a record after it, and returns the segment's path.
+func flipFirstRecord(t *testing.T, dir string) string {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(dir, "raft", "wal", "wal-*.seg"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("no log segments in %s: %v", dir, err)
+	}
+	sort.Strings(segs)
+	seg := segs[len(segs)-1]
+	data, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := int(le.LittleEndian.Uint32(data))
+	if first == 0 || 8+first+8 >= len(data) || le.LittleEndian.Uint32(data[8+first:]) == 0 {
+		t.Fatalf("%s holds fewer than two records", seg)
+	}
+	data[8+20] ^= 0x40 // inside the first record's body
+	if err := os.WriteFile(seg, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return seg
+}
+
+// refused runs cmd, a node that must refuse to start, and checks that it
+// exits within 30 s with one line that names each of want.
+func refused(t *testing.T, cmd *exec.Cmd, want ...string) {
+	t.Helper()
+	cmd.Env = cleanEnv()
+	done := make(chan struct{})
+	var out []byte
+	var runErr error
+	go func() {
+		out, runErr = cmd.CombinedOutput()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the node with a damaged log is still running 30 s later")
+	}
+	if runErr == nil {
+		t.Fatalf("the node with a damaged log started:\n%s", out)
+	}
+	var line string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "corrupt") {
+			line = l
+		}
+	}
+	for _, w := range want {
+		if !strings.Contains(line, w) {
+			t.Errorf("the refusal does not name %q:\n%s", w, out)
+		}
+	}
+	t.Logf("refused: %s", strings.TrimSpace(string(out)))
 }

@@ -80,6 +80,7 @@ type diskGuard struct {
 	fatalOnce    sync.Once
 	leading      func() bool  // this node leads; default: the running Raft's state
 	stalls       atomic.Int64 // writes seen in progress longer than stallTimeout
+	ackSyncs     atomic.Int64 // syncs an acknowledgement waited for (durableThrough)
 
 	// A leader's deferred log syncs (durable.go); deferred is nil when
 	// the log store cannot defer them.

@@ -1,9 +1,10 @@
 // Package cluster replicates the limiter engine with Raft (hashicorp/raft,
-// the raftlog package for the log and stable store, one fdatasync per
-// append, file snapshots) so that a cluster of three nodes keeps serving
-// when one dies and never forgets a decision it acknowledged. A data
-// folder from a version that kept them in raft-boltdb's raft.db is
-// migrated on the first start (logstore.go).
+// a group of raftlog's shared log for the log and stable store, whose
+// fdatasyncs every group of the process shares, file snapshots) so that a
+// cluster of three nodes keeps serving when one dies and never forgets a
+// decision it acknowledged. A data folder from a version that kept them
+// in a per-group raftlog store or raft-boltdb's raft.db is converted on
+// the first start (logstore.go).
 //
 // A Node is the server.Backend in cluster mode. Every batch of requests (a
 // connection's pipeline) is encoded once and joins the group commit: one

@@ -25,7 +25,7 @@ import (
 //     three. Raft counts the leader's copy toward the commit as soon as
 //     the append returns; awaitDurable is what keeps that count honest.
 //   - the commit index the leader sends its followers is capped at its
-//     own durable index (durableCommitTransport), so no follower applies
+//     own durable index (durableTransport), so no follower applies
 //     an entry that only it has on disk. Were the leader's machine to
 //     crash with the entry unsynced, a new leader without the entry could
 //     be elected and the entry be replaced; nothing applied it, nobody
@@ -33,6 +33,17 @@ import (
 //   - entries of any other type (configuration changes, barriers, the
 //     new leader's no-op) are written and synced in line, as before:
 //     Raft acts on their commit itself, without the state machine.
+//   - a node that stops leading syncs its log before it acknowledges an
+//     append as a follower (durableTransport). A follower that already
+//     holds the entries an AppendEntries carries (same index and term)
+//     answers success without writing them: hashicorp/raft skips them.
+//     A former leader holds its own unsynced entries that way, and the
+//     new leader, which got them from it, counts that answer as a
+//     durable copy toward the commit. So every successful answer to an
+//     append waits until the entries it acknowledges are durable here,
+//     syncing if they are not; were the sync to fail, the answer is an
+//     error. Before this rule, safety rested on syncLoop having run in
+//     the meantime, which nothing ordered.
 //   - a failed sync of appended entries is fatal (onFatal; cmd/rlserver
 //     ends the process, as for a stalled disk): after a failed fdatasync
 //     the kernel may have dropped the pages, and a later sync can succeed
@@ -145,15 +156,82 @@ func (g *diskGuard) awaitDurable(index uint64) bool {
 	}
 }
 
-// durableCommitTransport is Raft's transport with every AppendEntries'
-// commit index capped at the leader's durable index (see above).
-type durableCommitTransport struct {
+// errNotDurable answers an append whose entries this node could not
+// make durable (durableTransport).
+var errNotDurable = errors.New("cluster: the entries are in the log but could not be synced")
+
+// durableThrough makes this node's log durable through index, syncing it
+// if needed, and reports whether it is.
+func (g *diskGuard) durableThrough(index uint64) bool {
+	if g.deferred == nil || g.deferred.Durable() >= index {
+		return true
+	}
+	g.ackSyncs.Add(1)
+	g.syncNow()
+	return g.deferred.Durable() >= index
+}
+
+// durableTransport is Raft's transport with the two rules above: every
+// AppendEntries' commit index capped at the leader's durable index, and
+// every successful answer to one sent only once the entries it
+// acknowledges are durable here. relay carries the requests from the
+// network to Raft (Consumer), and must run until closing.
+type durableTransport struct {
 	*raft.NetworkTransport
 	durable func() uint64
+	guard   *diskGuard
+	rpcs    chan raft.RPC
+	closing <-chan struct{}
+}
+
+func newDurableTransport(nt *raft.NetworkTransport, g *diskGuard, durable func() uint64, closing <-chan struct{}) *durableTransport {
+	return &durableTransport{NetworkTransport: nt, durable: durable, guard: g, rpcs: make(chan raft.RPC), closing: closing}
+}
+
+// Consumer implements raft.Transport.
+func (t *durableTransport) Consumer() <-chan raft.RPC { return t.rpcs }
+
+// relay hands Raft each request; an AppendEntries with entries gets its
+// answer through ackDurable.
+func (t *durableTransport) relay() {
+	in := t.NetworkTransport.Consumer()
+	for {
+		var rpc raft.RPC
+		select {
+		case <-t.closing:
+			return
+		case rpc = <-in:
+		}
+		if req, ok := rpc.Command.(*raft.AppendEntriesRequest); ok && len(req.Entries) > 0 {
+			answer := make(chan raft.RPCResponse, 1)
+			go t.ackDurable(req.Entries[len(req.Entries)-1].Index, answer, rpc.RespChan)
+			rpc.RespChan = answer
+		}
+		select {
+		case <-t.closing:
+			return
+		case t.rpcs <- rpc:
+		}
+	}
+}
+
+// ackDurable passes Raft's answer on to the network once the entries it
+// acknowledges (through last) are durable; an error if they cannot be.
+func (t *durableTransport) ackDurable(last uint64, answer <-chan raft.RPCResponse, out chan<- raft.RPCResponse) {
+	var r raft.RPCResponse
+	select {
+	case <-t.closing:
+		return
+	case r = <-answer:
+	}
+	if resp, ok := r.Response.(*raft.AppendEntriesResponse); ok && r.Error == nil && resp.Success && !t.guard.durableThrough(last) {
+		r.Error = errNotDurable
+	}
+	out <- r
 }
 
 // AppendEntries implements raft.Transport.
-func (t durableCommitTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+func (t *durableTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	args.LeaderCommitIndex = min(args.LeaderCommitIndex, t.durable())
 	return t.NetworkTransport.AppendEntries(id, target, args, resp)
 }
@@ -161,7 +239,7 @@ func (t durableCommitTransport) AppendEntries(id raft.ServerID, target raft.Serv
 // AppendEntriesPipeline implements raft.Transport. (The node runs with
 // one append in flight per follower, where NetworkTransport offers no
 // pipeline; the cap holds if that changes.)
-func (t durableCommitTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+func (t *durableTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
 	p, err := t.NetworkTransport.AppendEntriesPipeline(id, target)
 	if err != nil {
 		return nil, err

@@ -138,3 +138,126 @@ func TestDeferredSync(t *testing.T) {
 		t.Fatalf("onFatal called %d times, want once", n)
 	}
 }
+
+// nopFSM applies nothing.
+type nopFSM struct{}
+
+func (nopFSM) Apply(*raft.Log) any                 { return nil }
+func (nopFSM) Snapshot() (raft.FSMSnapshot, error) { return nil, errors.New("none") }
+func (nopFSM) Restore(rc io.ReadCloser) error      { return rc.Close() }
+
+// TestStepDownSyncsBeforeAck pins the step-down rule (durable.go): a node
+// that led appended entries 2-5 without syncing them, and follows now;
+// the new leader, which got those entries from it, sends them back in an
+// AppendEntries. hashicorp/raft finds them in the log with the same term
+// and answers success without writing, so the new leader would count an
+// unsynced copy toward the commit. The answer must wait for the sync of
+// 2-5 (and be an error if that sync fails); once they are durable,
+// answers do not sync again.
+func TestStepDownSyncsBeforeAck(t *testing.T) {
+	mem := raft.NewInmemStore()
+	d := &deferringLogs{InmemStore: mem, syncs: make(chan error)}
+	closing := make(chan struct{})
+	defer close(closing)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	g := newDiskGuard(d, mem, t.TempDir(), log, closing)
+
+	// The test plays the new leader, "a", on its own transport.
+	leader, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leader.Close()
+	nt, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nt.Close()
+	trans := newDurableTransport(nt, g, d.Durable, closing)
+	go trans.relay()
+
+	conf := raft.Configuration{Servers: []raft.Server{
+		{ID: "b", Address: nt.LocalAddr()},
+		{ID: "a", Address: leader.LocalAddr()},
+	}}
+	// Entry 1 (the configuration) is synced; 2-5 were appended by b as
+	// leader of term 1 and never synced.
+	if err := d.StoreLogs([]*raft.Log{{Index: 1, Term: 1, Type: raft.LogConfiguration, Data: raft.EncodeConfiguration(conf)}}); err != nil {
+		t.Fatal(err)
+	}
+	var entries []*raft.Log
+	for i := uint64(2); i <= 5; i++ {
+		entries = append(entries, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte{byte(i)}})
+	}
+	if err := d.Append(entries); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.SetUint64([]byte("CurrentTerm"), 1); err != nil {
+		t.Fatal(err)
+	}
+	rc := raft.DefaultConfig()
+	rc.LocalID = "b"
+	rc.HeartbeatTimeout = 10 * time.Second // b stays a follower
+	rc.ElectionTimeout = 10 * time.Second
+	rc.LeaderLeaseTimeout = 10 * time.Second
+	rc.Logger = newHCLog(log, "raft", func() bool { return false })
+	r, err := raft.NewRaft(rc, nopFSM{}, g, g, raft.NewInmemSnapshotStore(), trans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Shutdown()
+	g.start(r)
+
+	send := func(prev uint64, ents []*raft.Log) chan error {
+		done := make(chan error, 1)
+		go func() {
+			var resp raft.AppendEntriesResponse
+			err := leader.AppendEntries("b", nt.LocalAddr(), &raft.AppendEntriesRequest{
+				RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("a"), Addr: []byte(leader.LocalAddr())},
+				Term:      2, PrevLogEntry: prev, PrevLogTerm: 1, Entries: ents,
+			}, &resp)
+			if err == nil && !resp.Success {
+				err = errors.New("refused")
+			}
+			done <- err
+		}()
+		return done
+	}
+	// The answer waits for the sync; a failed sync makes it an error.
+	done := send(3, entries[2:])
+	select {
+	case err := <-done:
+		t.Fatalf("acknowledged entries 4-5 before they were synced (err %v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	d.syncs <- errors.New("EIO")
+	if err := <-done; err == nil {
+		t.Fatal("acknowledged entries 4-5 although their sync failed")
+	}
+	done = send(1, entries)
+	select {
+	case err := <-done:
+		t.Fatalf("acknowledged entries 2-5 before they were synced (err %v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	d.syncs <- nil
+	if err := <-done; err != nil {
+		t.Fatalf("after the sync: %v", err)
+	}
+	if got := d.Durable(); got != 5 {
+		t.Fatalf("durable %d, want 5", got)
+	}
+	// Durable now: the next answer syncs nothing (no value for Sync to
+	// take: it would block).
+	if err := <-send(1, entries); err != nil {
+		t.Fatal(err)
+	}
+	if n := g.ackSyncs.Load(); n != 2 {
+		t.Fatalf("%d syncs before acknowledgements, want 2", n)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.stored) != 1 {
+		t.Fatalf("StoreLogs calls %v: the follower wrote entries it held", d.stored)
+	}
+}

@@ -69,7 +69,14 @@ type Config struct {
 	Transport *Transport
 	Group     uint32
 	RESPAddr  string // this node's client address, shown to peers and clients
-	Dir       string // Raft log, stable store and snapshots
+	Dir       string // snapshots; the Raft log and stable store too when Log is nil
+
+	// Log is the process's shared Raft log (OpenLog), which every group
+	// the process hosts writes through: the node keeps its log and
+	// stable store in Log's group Group, converting what Dir holds from
+	// an earlier version first (logstore.go). Nil: the node opens its own
+	// in Dir (OpenLog(Dir, ...)) and closes it on Close.
+	Log *raftlog.Shared
 
 	// How the cluster is formed on first start (ignored when Dir already
 	// holds Raft state): Bootstrap makes a one-node cluster of this node;
@@ -100,7 +107,8 @@ type Config struct {
 
 	NoSync bool // skip fsync of the log: for tests only, loses acknowledged writes on power loss
 	// LogHooks are called at the steps of each log write: for tests that
-	// crash the process between them.
+	// crash the process between them. With Log set, NoSync and LogHooks
+	// are the ones Log was opened with (OpenLog).
 	LogHooks raftlog.Hooks
 
 	// DiskStallTimeout bounds how long a write to the Raft log or stable
@@ -159,8 +167,10 @@ type Node struct {
 	transport *Transport   // the process's Raft listener (shared when Config.Transport was set)
 	stream    *groupStream // this group's connections on it
 	trans     *raft.NetworkTransport
-	store     *raftlog.Store // the Raft log and stable store (logstore.go)
-	disk      *diskGuard     // marks the node when a log write fails (disk.go)
+	store     *raftlog.GroupLog // the Raft log and stable store: this group's in the shared log (logstore.go)
+	wal       *raftlog.Shared   // the shared log
+	ownWAL    bool              // Close closes wal too (it was not Config.Log)
+	disk      *diskGuard        // marks the node when a log write fails (disk.go)
 
 	calls chan *call
 	sem   chan struct{}
@@ -272,11 +282,20 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 		close(n.closing) // forwarded messages waiting for ready give up
 		n.trans.Close()
 		n.closeStream()
-		if n.store != nil {
-			n.store.Close()
+		if n.ownWAL {
+			n.wal.Close()
 		}
 	}
-	n.store, err = openLogStore(cfg.Dir, cfg.NoSync, cfg.LogHooks, cfg.Logger)
+	n.wal = cfg.Log
+	if n.wal == nil {
+		n.wal, err = OpenLog(cfg.Dir, cfg.NoSync, cfg.LogHooks)
+		if err != nil {
+			cleanup()
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+		n.ownWAL = true
+	}
+	n.store, err = openGroupLog(n.wal, cfg.Group, cfg.Dir, cfg.NoSync, cfg.Logger)
 	if err != nil {
 		cleanup()
 		return nil, fmt.Errorf("cluster: raft log: %w", err)
@@ -324,7 +343,9 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 	}
 	n.fsm.durable = n.disk.awaitDurable // durable.go
 	n.fsm.awaited = n.awaited           // batch.go
-	trans := durableCommitTransport{n.trans, n.store.Durable}
+	trans := newDurableTransport(n.trans, n.disk, n.store.Durable, n.closing)
+	n.wg.Add(1)
+	go func() { defer n.wg.Done(); trans.relay() }()
 	n.raft, err = raft.NewRaft(rc, listingFSM{statsFSM{n.fsm, n.snapStats}, n}, logs, n.disk, snaps, trans)
 	if err != nil {
 		cleanup()
@@ -460,8 +481,10 @@ func (n *Node) Close() error {
 			c.Close()
 		}
 		n.mu.Unlock()
-		if cerr := n.store.Close(); err == nil {
-			err = cerr
+		if n.ownWAL {
+			if cerr := n.wal.Close(); err == nil {
+				err = cerr
+			}
 		}
 	})
 	return err

@@ -27,6 +27,8 @@ func (n *Node) ClusterStatus() status.Cluster {
 		DiskWriteErrors: uint64(n.disk.writeErrors.Load()),
 		DiskStalls:      uint64(n.disk.stalls.Load()),
 	}
+	ls := n.wal.Stats()
+	st.LogWrites, st.LogSyncs = ls.Writes, ls.Syncs
 	if st.Removed {
 		return st // Raft is shut down: its last leader and configuration are stale
 	}

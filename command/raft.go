@@ -234,6 +234,8 @@ func ReplicationInfo(st *status.Cluster, sharded bool, kv func(k string, v any))
 	kv("raft_disk_failed", b01(st.DiskFailed))
 	kv("raft_disk_write_errors", st.DiskWriteErrors)
 	kv("raft_disk_stalls", st.DiskStalls)
+	kv("raft_log_writes", st.LogWrites)
+	kv("raft_log_fsyncs", st.LogSyncs)
 	kv("raft_peers", len(st.Nodes))
 	kv("rl_cluster_removed", b01(st.Removed))
 	for i, n := range st.Nodes {

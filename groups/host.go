@@ -1,9 +1,11 @@
 // Package groups runs one process of a sharded cluster: the meta group
 // (which replicates the slot directory) and a replica of every data group,
-// each a cluster.Node with its own engine, log and snapshots, all over the
-// process's one Raft Transport. A Host routes each key to the group that
-// owns its hash slot, and is the server's Backend, Cluster, Policies and
-// SlotRouter when rlserver runs with --groups.
+// each a cluster.Node with its own engine and snapshots, all over the
+// process's one Raft Transport and writing through its one shared Raft
+// log (cluster.OpenLog), whose fdatasyncs every group shares. A Host
+// routes each key to the group that owns its hash slot, and is the
+// server's Backend, Cluster, Policies and SlotRouter when rlserver runs
+// with --groups.
 package groups
 
 import (
@@ -12,6 +14,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -57,7 +60,8 @@ type Config struct {
 	// Node is the template of every group's cluster.Config: NodeID,
 	// RaftAddr, RaftAdvertise, RESPAddr, the timeouts, TLS, the disk
 	// stall settings and the Logger apply to all groups; Dir is the
-	// folder that holds one folder per group (meta, g1, g2, ...);
+	// folder that holds the shared Raft log (wal) and one folder per
+	// group for its snapshots (meta, g1, g2, ...); Log is ignored;
 	// Bootstrap and Peers form the meta group and the first data groups
 	// on first start.
 	Node cluster.Config
@@ -85,6 +89,7 @@ type Host struct {
 	log       *slog.Logger
 	myID      string // 40-hex cluster id
 	transport *cluster.Transport
+	wal       *cluster.SharedLog // every group's Raft log
 	meta      *cluster.Node
 	metaEng   *engine.Engine
 
@@ -163,15 +168,21 @@ func Open(cfg Config) (*Host, error) {
 	if nc.Logger == nil {
 		nc.Logger = slog.New(slog.DiscardHandler)
 	}
-	cfg.Node = nc
 	if err := os.MkdirAll(nc.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
+	wal, err := cluster.OpenLog(nc.Dir, nc.NoSync, nc.LogHooks)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	nc.Log = wal
+	cfg.Node = nc
 	t, err := cluster.Listen(nc.RaftAddr, nc.RaftAdvertise, nc.TLS, nc.DialTLS)
 	if err != nil {
+		wal.Close()
 		return nil, err
 	}
-	h := &Host{cfg: cfg, log: nc.Logger, myID: NodeID40(nc.NodeID), transport: t, closing: make(chan struct{})}
+	h := &Host{cfg: cfg, log: nc.Logger, myID: NodeID40(nc.NodeID), transport: t, wal: wal, closing: make(chan struct{})}
 	h.set.Store(&groupSet{dir: &ownership.Directory{}, byID: map[uint32]*member{}})
 	mc := nc
 	mc.Transport, mc.Group, mc.Dir = t, 0, filepath.Join(nc.Dir, "meta")
@@ -181,6 +192,7 @@ func Open(cfg Config) (*Host, error) {
 	if err != nil {
 		h.metaEng.Close()
 		t.Close()
+		wal.Close()
 		return nil, err
 	}
 	// Groups this node already holds open at once, before the meta group
@@ -211,10 +223,24 @@ func (h *Host) groupDir(g uint32) string {
 	return filepath.Join(h.cfg.Node.Dir, "g"+strconv.FormatUint(uint64(g), 10))
 }
 
+// openExisting opens the data groups whose folders Dir holds, and drops
+// from the shared log the groups that have no folder (dropReplica removes
+// the folder first: a crash before the log's Drop leaves them there).
 func (h *Host) openExisting() error {
 	ents, err := os.ReadDir(h.cfg.Node.Dir)
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
+	}
+	for _, g := range h.wal.Groups() {
+		if g == 0 {
+			continue
+		}
+		if _, err := os.Stat(h.groupDir(g)); errors.Is(err, fs.ErrNotExist) {
+			if err := h.wal.Drop(g); err != nil {
+				return fmt.Errorf("cluster: dropping group %d from the raft log: %w", g, err)
+			}
+			h.log.Info("raft log of a dropped replica deleted", "group", g)
+		}
 	}
 	h.openMu.Lock()
 	defer h.openMu.Unlock()
@@ -423,7 +449,7 @@ func (h *Host) commitTimeout() time.Duration {
 func (h *Host) Done() <-chan struct{} { return h.closing }
 
 // Close stops every group (leaders hand leadership over first), the meta
-// group and the Transport.
+// group, the Transport and the shared log.
 func (h *Host) Close() error {
 	var first error
 	h.once.Do(func() {
@@ -446,6 +472,7 @@ func (h *Host) Close() error {
 		errs = append(errs, h.meta.Close())
 		h.metaEng.Close()
 		h.transport.Close()
+		errs = append(errs, h.wal.Close())
 		first = errors.Join(errs...)
 	})
 	return first

@@ -399,7 +399,9 @@ func (h *Host) followPlacement(d *ownership.Directory, unplacedSince map[uint32]
 }
 
 // dropReplica closes this node's replica of a group the directory no
-// longer places here and deletes its folder.
+// longer places here, deletes its folder, then its entries and keys in the
+// shared log (a crash in between leaves a group without a folder, which
+// the next start drops from the log: openExisting).
 func (h *Host) dropReplica(m *member) {
 	h.openMu.Lock()
 	defer h.openMu.Unlock()
@@ -418,6 +420,8 @@ func (h *Host) dropReplica(m *member) {
 	m.node.Close()
 	if err := os.RemoveAll(h.groupDir(m.id)); err != nil {
 		h.log.Warn("cannot delete a dropped replica's folder", "group", m.id, "err", err)
+	} else if err := h.wal.Drop(m.id); err != nil {
+		h.log.Warn("cannot delete a dropped replica's raft log", "group", m.id, "err", err)
 	}
 	h.log.Info("replica dropped: the placement moved it to another node", "group", m.id)
 	// Calls that loaded the group set before the swap may still reach

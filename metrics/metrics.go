@@ -169,6 +169,7 @@ var (
 	dRaftLate    = desc("raft_late_forwards_total", "Forwarded commands this node refused as leader because they reached it after their deadline (never appended).")
 	dRaftDisk    = desc("raft_disk_failed", "1 while a Raft log write has failed and no disk probe has succeeded since: the node does not stand for election.")
 	dRaftStalls  = desc("raft_disk_stalls_total", "Raft log and stable store writes seen in progress past --raft-disk-stall-timeout (a leader then exits).")
+	dRaftLogSync = desc("raft_log_fsyncs_total", "fdatasyncs of the process's Raft log, which every group it hosts shares.")
 	dRaftDiskErr = desc("raft_disk_write_errors_total", "Failed Raft log and stable store writes (disk full, I/O errors).")
 	dRaftHasLdr  = desc("raft_has_leader", "1 while this node knows a leader.")
 	dRaftPeers   = desc("raft_peers", "Members in the Raft configuration.")
@@ -465,6 +466,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(dRaftDisk, b2f(st.DiskFailed))
 		counter(dRaftDiskErr, float64(st.DiskWriteErrors))
 		counter(dRaftStalls, float64(st.DiskStalls))
+		counter(dRaftLogSync, float64(st.LogSyncs))
 		gauge(dRaftPeers, float64(len(st.Nodes)))
 		gauge(dRemoved, b2f(st.Removed))
 	}

@@ -89,7 +89,7 @@ type fakeCluster struct{}
 
 func (fakeCluster) ClusterStatus() status.Cluster {
 	return status.Cluster{NodeID: "a", Role: "follower", LeaderID: "b", Term: 4, CommitIndex: 20, AppliedIndex: 17,
-		LeaderChanges: 2, LateForwards: 3, DiskFailed: true, DiskWriteErrors: 4, DiskStalls: 5, Nodes: []status.Node{{ID: "a"}, {ID: "b"}, {ID: "c"}}}
+		LeaderChanges: 2, LateForwards: 3, DiskFailed: true, DiskWriteErrors: 4, DiskStalls: 5, LogSyncs: 6, Nodes: []status.Node{{ID: "a"}, {ID: "b"}, {ID: "c"}}}
 }
 func (fakeCluster) RaftSnapshotStatus() status.RaftSnapshots {
 	return status.RaftSnapshots{Taken: 5, Failures: 1, LastBytes: 64, LastDuration: -1, LastRestoreDuration: -1}
@@ -198,6 +198,7 @@ func TestCollectCluster(t *testing.T) {
 		"rlserver_raft_disk_failed{}":                    1,
 		"rlserver_raft_disk_write_errors_total{}":        4,
 		"rlserver_raft_disk_stalls_total{}":              5,
+		"rlserver_raft_log_fsyncs_total{}":               6,
 		"rlserver_raft_snapshots_taken_total{result=ok}": 5,
 		"rlserver_raft_snapshot_last_duration_seconds{}": 0,
 		"rlserver_raft_snapshot_last_size_bytes{}":       64,

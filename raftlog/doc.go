@@ -163,7 +163,9 @@
 //
 // A process that hosts several Raft groups opens one Shared log and
 // gives each group its GroupLog, which is that group's LogStore and
-// StableStore (ExampleShared):
+// StableStore (ExampleShared). The cluster does so in every process
+// (cluster.OpenLog; a one-group node opens its own), and reads a Store
+// only to convert a folder an earlier version wrote:
 //
 //	wal, err := raftlog.OpenShared(dir, raftlog.Options{})
 //	users, err := wal.Group(1) // the same value for the same id

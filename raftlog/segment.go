@@ -1,11 +1,7 @@
 package raftlog
 
 import (
-	"bufio"
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -58,140 +54,24 @@ func parseSegName(name string) (uint64, bool) {
 	return v, err == nil
 }
 
-// scanError is the first bad record of a segment. torn: it may be the
-// tail of a write that never completed, and may be cut off in the last
-// segment; otherwise it is damage no write makes.
-type scanError struct {
-	off    int64
-	reason string
-	torn   bool
-}
+// storeFrames is a Store's record format, for scan.
+var storeFrames = frames{min: fixedSize, check: checkBody, what: "index"}
 
 // scan reads every record of g's file from the start, filling g.offsets
 // and g.size up to the first bad record, which it returns (nil: the
 // whole file is good).
-func (g *segment) scan() (*scanError, error) {
+func (g *segment) scan() (*frameError, error) {
 	fi, err := g.f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	fileSize := fi.Size()
-	g.alloc = fileSize
-	r := bufio.NewReaderSize(io.NewSectionReader(g.f, 0, fileSize), 1<<20)
-	var h [headerSize]byte
-	var body []byte
-	off := int64(0)
-	for off < fileSize {
-		if _, err := io.ReadFull(r, h[:]); err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				return &scanError{off, "short header", true}, nil
-			}
-			return nil, err
-		}
-		n, why := checkHeader(h[:], fileSize-off-headerSize)
-		if n == 0 && h == ([headerSize]byte{}) {
-			// The zeros StoreLogs writes ahead of its records: the end.
-			// (The last segment is cut here at Open, so no bytes of an
-			// older write can outlive the zeros before them.)
-			return nil, nil
-		}
-		if why != "" {
-			return g.classify(off, why, fileSize)
-		}
-		if int64(cap(body)) < n {
-			body = make([]byte, n)
-		}
-		body = body[:n]
-		if _, err := io.ReadFull(r, body); err != nil {
-			return nil, err
-		}
-		torn, bad := checkBody(h[:], body)
-		if torn != "" {
-			return g.classify(off, torn, fileSize)
-		}
-		if bad != "" {
-			return &scanError{off, bad, false}, nil
-		}
-		if got, want := bodyIndex(body), g.first+uint64(len(g.offsets)); got != want {
-			return &scanError{off, fmt.Sprintf("index %d where %d belongs", got, want), false}, nil
-		}
+	g.alloc = fi.Size()
+	end, bad, err := storeFrames.scan(g.f, g.alloc, g.first, func(off int64, body []byte) error {
 		g.offsets = append(g.offsets, off)
-		off += headerSize + n
-		g.size = off
-	}
-	return nil, nil
-}
-
-// sectorSize is the unit a disk writes whole or not at all.
-const sectorSize = 512
-
-// classify decides whether the bad record at off (why) is a torn write,
-// which Open may cut off the last segment, or damage, which it must
-// refuse. A crash leaves an unsynced final write short, or with sectors
-// that never reached the disk (zeros, or what the preallocated file held
-// there), maybe with later sectors of the same write intact. A bit that
-// flipped in a written record leaves every sector of it written. So the
-// record is torn when no valid record follows it, or when a whole sector
-// between it and the next valid record is zeros; otherwise a valid
-// record follows a bad one that lost no sector: damage, which would
-// otherwise cut acknowledged records.
-func (g *segment) classify(off int64, why string, fileSize int64) (*scanError, error) {
-	rest := make([]byte, fileSize-off)
-	if _, err := g.f.ReadAt(rest, off); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	next := g.first + uint64(len(g.offsets))
-	at, index := findRecord(rest[1:], next)
-	if at < 0 {
-		return &scanError{off, why, true}, nil
-	}
-	at++ // in rest
-	if sectorLost(rest, off, at) {
-		return &scanError{off, why, true}, nil
-	}
-	return &scanError{off, fmt.Sprintf("%s, with a valid record (index %d) after it at offset %d: damage, not a torn write", why, index, off+int64(at)), false}, nil
-}
-
-// sectorLost reports whether a whole sector of rest, the file from offset
-// off on, lies wholly zero before rest[at]: a sector of the final write
-// that never reached the disk, later ones having (classify).
-func sectorLost(rest []byte, off int64, at int) bool {
-	for s := (sectorSize - off%sectorSize) % sectorSize; s+sectorSize <= int64(at); s += sectorSize {
-		if allZero(rest[s : s+sectorSize]) {
-			return true
-		}
-	}
-	return false
-}
-
-// findRecord returns the offset in b of the first whole record with a
-// right CRC and an index at least min (and not absurdly far past it),
-// -1 when there is none.
-func findRecord(b []byte, min uint64) (int, uint64) {
-	for p := 0; p+headerSize+fixedSize <= len(b); p++ {
-		n := int64(binary.LittleEndian.Uint32(b[p:]))
-		if n < fixedSize || int64(p)+headerSize+n > int64(len(b)) {
-			continue
-		}
-		body := b[p+headerSize : int64(p)+headerSize+n]
-		index := bodyIndex(body)
-		if index < min || index-min > 1<<24 {
-			continue
-		}
-		if torn, bad := checkBody(b[p:p+headerSize], body); torn == "" && bad == "" {
-			return p, index
-		}
-	}
-	return -1, 0
-}
-
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
+		return nil
+	})
+	g.size = end
+	return bad, err
 }
 
 // openSegment opens the segment file path for reading and appending.

@@ -1,12 +1,9 @@
 package raftlog
 
 import (
-	"bufio"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -76,21 +73,6 @@ func walEntrySize(l *raft.Log) uint64 {
 	return walPrefixSize + fixedSize + uint64(len(l.Data)) + uint64(len(l.Extensions))
 }
 
-// walHeader checks a record's header against the bytes that follow it
-// (avail) and returns the body's length.
-func walHeader(h []byte, avail int64) (int64, string) {
-	n := int64(binary.LittleEndian.Uint32(h))
-	switch {
-	case n == 0:
-		return 0, "zero length"
-	case n < walPrefixSize:
-		return 0, fmt.Sprintf("length %d below the minimum %d", n, walPrefixSize)
-	case n > avail:
-		return 0, fmt.Sprintf("length %d past the end of the file (%d bytes left)", n, avail)
-	}
-	return n, ""
-}
-
 // walCheck checks body against the CRC in its header h: torn when the
 // CRC does not match, bad when it does but the fields do not fit (no
 // torn write makes that).
@@ -158,14 +140,14 @@ func openWalSeg(dir string, first uint64, ord uint32, flag int) (*walSeg, error)
 	return &walSeg{ord: ord, first: first, next: first, path: path, f: f}, nil
 }
 
-// walScanError is the first bad record of a shared segment. torn: it may
-// be the tail of a write that never completed (cut off the last segment
-// at Open); otherwise it is damage no write makes, and Open refuses it.
+// walFrames is the shared log's record format, for scan.
+var walFrames = frames{min: walPrefixSize, check: walCheck, what: "record"}
+
+// walScanError is the first bad record of a shared segment, and the group
+// it names (or what is known of it).
 type walScanError struct {
-	off    int64
-	group  string // "group 3", or what is known of it
-	reason string
-	torn   bool
+	*frameError
+	group string
 }
 
 // scan reads every record of g's file from the start, calling fn for
@@ -177,111 +159,35 @@ func (g *walSeg) scan(fn func(walRec) error) (*walScanError, error) {
 	if err != nil {
 		return nil, err
 	}
-	fileSize := fi.Size()
-	g.alloc = fileSize
-	r := bufio.NewReaderSize(io.NewSectionReader(g.f, 0, fileSize), 1<<20)
-	var h [headerSize]byte
-	var body []byte
-	off := int64(0)
-	for off < fileSize {
-		if _, err := io.ReadFull(r, h[:]); err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				return &walScanError{off, "group unknown", "short header", true}, nil
-			}
-			return nil, err
-		}
-		n, why := walHeader(h[:], fileSize-off-headerSize)
-		if n == 0 && h == ([headerSize]byte{}) {
-			// Zeros written ahead of the records: the end (the last
-			// segment is cut here at Open).
-			return nil, nil
-		}
-		if why != "" {
-			return g.classify(off, why, fileSize)
-		}
-		if int64(cap(body)) < n {
-			body = make([]byte, n)
-		}
-		body = body[:n]
-		if _, err := io.ReadFull(r, body); err != nil {
-			return nil, err
-		}
-		torn, bad := walCheck(h[:], body)
-		if torn != "" {
-			return g.classify(off, torn, fileSize)
-		}
-		rec := walRec{
+	g.alloc = fi.Size()
+	end, bad, err := walFrames.scan(g.f, g.alloc, g.first, func(off int64, body []byte) error {
+		err := fn(walRec{
 			off:     off,
-			n:       uint32(headerSize + n),
+			n:       uint32(headerSize + len(body)),
 			seq:     binary.LittleEndian.Uint64(body),
 			group:   binary.LittleEndian.Uint32(body[8:]),
 			kind:    walKind(body[12]),
 			payload: body[walPrefixSize:],
+		})
+		if err == nil {
+			g.next++
 		}
-		group := fmt.Sprintf("group %d", rec.group)
-		if bad != "" {
-			return &walScanError{off, group, bad, false}, nil
-		}
-		if rec.seq != g.next {
-			return &walScanError{off, group, fmt.Sprintf("record %d where %d belongs", rec.seq, g.next), false}, nil
-		}
-		if err := fn(rec); err != nil {
-			return &walScanError{off, group, err.Error(), false}, nil
-		}
-		off += headerSize + n
-		g.size, g.next = off, g.next+1
-	}
-	return nil, nil
-}
-
-// classify decides whether the bad record at off (why) is a torn write or
-// damage, by the rule segment.classify applies to a Store's segments: it
-// is torn when no valid record follows it, or when a whole sector between
-// it and the next valid one is zeros; a valid record after a bad one that
-// lost no sector is damage (a flipped bit), which cutting would turn into
-// lost acknowledged records. Records are recognised by their seq, which
-// runs on across every group.
-func (g *walSeg) classify(off int64, why string, fileSize int64) (*walScanError, error) {
-	rest := make([]byte, fileSize-off)
-	if _, err := g.f.ReadAt(rest, off); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	})
+	g.size = end
+	if bad == nil || err != nil {
 		return nil, err
 	}
+	// The group the record names: as checked, or as it reads when its
+	// CRC is wrong (the group field may be the damaged part).
 	group := "group unknown"
-	if len(rest) >= headerSize+walPrefixSize {
-		// The record does not check out: its group field may be the
-		// damaged part.
-		group = fmt.Sprintf("group %d (unchecked)", binary.LittleEndian.Uint32(rest[headerSize+8:]))
-	}
-	at, seq := findWalRecord(rest[1:], g.next)
-	if at < 0 {
-		return &walScanError{off, group, why, true}, nil
-	}
-	at++ // in rest
-	if sectorLost(rest, off, at) {
-		return &walScanError{off, group, why, true}, nil
-	}
-	return &walScanError{off, group, fmt.Sprintf("%s, with a valid record (%d) after it at offset %d: damage, not a torn write", why, seq, off+int64(at)), false}, nil
-}
-
-// findWalRecord returns the offset in b of the first whole record with a
-// right CRC and a seq at least min (and not absurdly far past it), -1
-// when there is none.
-func findWalRecord(b []byte, min uint64) (int, uint64) {
-	for p := 0; p+headerSize+walPrefixSize <= len(b); p++ {
-		n := int64(binary.LittleEndian.Uint32(b[p:]))
-		if n < walPrefixSize || int64(p)+headerSize+n > int64(len(b)) {
-			continue
-		}
-		body := b[p+headerSize : int64(p)+headerSize+n]
-		seq := binary.LittleEndian.Uint64(body)
-		if seq < min || seq-min > 1<<24 {
-			continue
-		}
-		if torn, bad := walCheck(b[p:p+headerSize], body); torn == "" && bad == "" {
-			return p, seq
+	if len(bad.rec) >= headerSize+walPrefixSize {
+		group = fmt.Sprintf("group %d", binary.LittleEndian.Uint32(bad.rec[headerSize+8:]))
+		if !bad.checked {
+			group += " (unchecked)"
 		}
 	}
-	return -1, 0
+	return &walScanError{bad, group}, nil
 }
 
 // decodeWalEntry checks rec (exactly one record, read into a buffer of

@@ -30,6 +30,11 @@ type Cluster struct {
 	DiskFailed      bool   // a Raft log write failed and no disk probe has succeeded since (cluster/disk.go)
 	DiskWriteErrors uint64 // failed Raft log and stable store writes since start
 	DiskStalls      uint64 // Raft log and stable store writes seen in progress past the stall timeout
+
+	// The process's Raft log, shared by every group it hosts: writes to
+	// its files and their fdatasyncs since start.
+	LogWrites uint64
+	LogSyncs  uint64
 }
 
 // Node is one member of the configuration.

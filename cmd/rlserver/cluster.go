@@ -124,7 +124,7 @@ func openCluster(ctx context.Context, c clusterOptions, eng *engine.Engine, dir 
 	if err != nil {
 		return nil, err
 	}
-	watchLogRole(n)
+	watchLogRole(n.IsLeader)
 	return n, startJoin(ctx, c, n, password, sec, log)
 }
 
@@ -143,6 +143,14 @@ func openHost(ctx context.Context, c clusterOptions, shards int, dir string, res
 	if err != nil {
 		return nil, err
 	}
+	watchLogRole(func() bool {
+		for _, n := range append(h.Groups(), h.Meta()) {
+			if n.IsLeader() {
+				return true
+			}
+		}
+		return false
+	})
 	return h, startJoin(ctx, c, h, password, sec, log)
 }
 

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"github.com/rlserver/rlserver/cluster"
 	"github.com/rlserver/rlserver/persist"
 	"github.com/rlserver/rlserver/raftlog"
 )
@@ -17,4 +16,4 @@ func crashBeforeRename(*persist.Store) {}
 func logCrashHooks() raftlog.Hooks { return raftlog.Hooks{} }
 
 // watchLogRole does nothing without the rlserver_testhooks build.
-func watchLogRole(*cluster.Node) {}
+func watchLogRole(func() bool) {}

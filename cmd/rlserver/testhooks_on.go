@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rlserver/rlserver/cluster"
 	"github.com/rlserver/rlserver/persist"
 	"github.com/rlserver/rlserver/raftlog"
 )
@@ -109,8 +108,9 @@ func logCrashHooks() raftlog.Hooks {
 // logLeading reports whether the node leads, for logCrashHooks' roles.
 var logLeading atomic.Pointer[func() bool]
 
-// watchLogRole gives logCrashHooks the node whose role it counts by.
-func watchLogRole(n *cluster.Node) {
-	leading := n.IsLeader
+// watchLogRole gives logCrashHooks what its roles count by: whether the
+// node leads (a sharded process: whether it leads any group, since one
+// log write holds every group's records).
+func watchLogRole(leading func() bool) {
 	logLeading.Store(&leading)
 }
