@@ -526,7 +526,7 @@ func TestCommand(t *testing.T) {
 			}
 		}
 		wantErr(t, c, "ERR The command has no key arguments", "COMMAND", "GETKEYS", "ping")
-		wantErr(t, c, "ERR Invalid command specified", "COMMAND", "GETKEYS", "lpush", "k")
+		wantErr(t, c, "ERR Invalid command specified", "COMMAND", "GETKEYS", "xadd", "k")
 		wantErr(t, c, "ERR Invalid number of arguments specified for command", "COMMAND", "GETKEYS", "rl.allow", "k")
 		wantErr(t, c, "ERR wrong number of arguments for 'command|getkeys' command", "COMMAND", "GETKEYS")
 		wantErr(t, c, "ERR unknown subcommand 'FOO'. Try COMMAND HELP.", "COMMAND", "FOO")

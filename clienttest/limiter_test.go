@@ -329,7 +329,7 @@ func TestUnknownCommand(t *testing.T) {
 		{[]any{"FOO"}, "ERR unknown command 'FOO', with args beginning with: "},
 		{[]any{"Foo", "a", "b c", ""}, "ERR unknown command 'Foo', with args beginning with: 'a' 'b c' '' "},
 		{[]any{"RL.ALLOWX", "k", 1, 1}, "ERR unknown command 'RL.ALLOWX', with args beginning with: 'k' '1' '1' "},
-		{[]any{"LPUSH", "k"}, "ERR unknown command 'LPUSH', with args beginning with: 'k' "},
+		{[]any{"XADD", "k"}, "ERR unknown command 'XADD', with args beginning with: 'k' "},
 		// Redis's limits: the name up to 128 bytes, the argument list up to
 		// about 128 bytes, newlines as spaces.
 		{[]any{"x", a50, a50, a50, a50}, "ERR unknown command 'x', with args beginning with: '" + a50 + "' '" + a50 + "' '" + strings.Repeat("a", 22) + "' "},
