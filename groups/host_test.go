@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,16 +39,33 @@ func hostConfig(th *thost, peers []cluster.Peer, groups int) Config {
 	}
 }
 
+// freeAddr is a loopback address free now and never handed out before
+// in this test process: the kernel may give a port just closed to the
+// next listener, and two hosts of one cluster on one address fail
+// their bootstrap ("found duplicate address in configuration").
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	tr, err := cluster.Listen("127.0.0.1:0", "", nil, nil)
-	if err != nil {
-		t.Fatal(err)
+	for {
+		tr, err := cluster.Listen("127.0.0.1:0", "", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := tr.ListenAddr().String()
+		tr.Close()
+		freeAddrs.Lock()
+		seen := freeAddrs.given[addr]
+		freeAddrs.given[addr] = true
+		freeAddrs.Unlock()
+		if !seen {
+			return addr
+		}
 	}
-	addr := tr.ListenAddr().String()
-	tr.Close()
-	return addr
 }
+
+var freeAddrs = struct {
+	sync.Mutex
+	given map[string]bool
+}{given: map[string]bool{}}
 
 // startHosts starts n hosts with groups data groups; redirect is what a
 // host does with a key whose group it does not lead.
@@ -249,11 +267,11 @@ func TestHostJoinAndAddGroup(t *testing.T) {
 func TestPreferredLeader(t *testing.T) {
 	peers := []cluster.Peer{{ID: "c"}, {ID: "a"}, {ID: "b"}}
 	for g, want := range map[uint32]string{1: "a", 2: "b", 3: "c", 4: "a"} {
-		if p, ok := preferredLeader(g, peers); !ok || p.ID != want {
+		if p, ok := preferredLeader(g, peers, ""); !ok || p.ID != want {
 			t.Errorf("group %d: %v, want %s", g, p, want)
 		}
 	}
-	if _, ok := preferredLeader(0, peers); ok {
+	if _, ok := preferredLeader(0, peers, ""); ok {
 		t.Error("the meta group has a preferred leader")
 	}
 }

@@ -200,7 +200,9 @@ func (h *Host) newGroupPeers() []cluster.Peer {
 }
 
 // balance spreads the data groups' leaders over the nodes: group g's
-// preferred leader is the ((g-1) mod n)-th of its members by id. A leader
+// preferred leader is the directory's choice for a placed group
+// (Directory.PreferredLeaders: no node leads more than its share), the
+// ((g-1) mod n)-th of its members by id otherwise. A leader
 // that is not its group's preferred one hands leadership to it once it
 // answers on its Raft port, at most once per group every 10 s, so a
 // restarted node gets its share back and a dead one is left alone.
@@ -215,7 +217,9 @@ func (h *Host) balance() {
 			return
 		case <-tick.C:
 		}
-		for _, m := range h.set.Load().ordered {
+		gs := h.set.Load()
+		preferred := gs.dir.PreferredLeaders()
+		for _, m := range gs.ordered {
 			if !m.node.IsLeader() || time.Since(last[m.id]) < 10*time.Second {
 				continue
 			}
@@ -227,7 +231,7 @@ func (h *Host) balance() {
 					voters = append(voters, cluster.Peer{ID: n.ID, Addr: n.RaftAddr})
 				}
 			}
-			p, ok := preferredLeader(m.id, voters)
+			p, ok := preferredLeader(m.id, voters, preferred[m.id])
 			if !ok || p.ID == h.cfg.Node.NodeID || !reachable(p.Addr) {
 				continue
 			}
@@ -241,8 +245,19 @@ func (h *Host) balance() {
 	}
 }
 
-func preferredLeader(g uint32, peers []cluster.Peer) (cluster.Peer, bool) {
+// preferredLeader is the voter that should lead group g: the directory's
+// choice (Directory.PreferredLeaders, placed groups) when it is a voter
+// now, else the ((g-1) mod n)-th voter by id.
+func preferredLeader(g uint32, peers []cluster.Peer, placed string) (cluster.Peer, bool) {
 	if len(peers) == 0 || g == 0 {
+		return cluster.Peer{}, false
+	}
+	if placed != "" {
+		if i := slices.IndexFunc(peers, func(p cluster.Peer) bool { return p.ID == placed }); i >= 0 {
+			return peers[i], true
+		}
+		// The chosen node is not a voter yet (a learner catching up):
+		// leave the leader where it is until it is.
 		return cluster.Peer{}, false
 	}
 	peers = slices.Clone(peers)

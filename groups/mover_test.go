@@ -196,7 +196,7 @@ func TestMovedSlotServedBeforeDirectory(t *testing.T) {
 		if l == nil {
 			return nil
 		}
-		if p, ok := preferredLeader(g, l.h.set.Load().byID[g].node.Peers()); !ok || p.ID != l.id {
+		if p, ok := preferredLeader(g, l.h.set.Load().byID[g].node.Peers(), l.h.set.Load().dir.PreferredLeaders()[g]); !ok || p.ID != l.id {
 			return nil
 		}
 		return l

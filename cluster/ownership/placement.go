@@ -1,6 +1,7 @@
 package ownership
 
 import (
+	"maps"
 	"slices"
 	"strings"
 )
@@ -190,4 +191,117 @@ func (d *Directory) Hosts(g *Group, node string) bool {
 		return true
 	}
 	return g.Learner == node || slices.Contains(g.Replicas, node)
+}
+
+// PreferredLeaders names, for each data group with recorded replicas,
+// the replica that should lead it: no placeable node (Placeable) leads
+// more than its share, the ceiling of groups over the placeable nodes
+// that hold any of them, when the placement allows it. Each group's
+// first choice is its ((id-1) mod len)-th replica by id, the rule of a
+// directory without a replication factor, so a placement where that
+// rule is balanced keeps it. The result depends only on the directory:
+// every node computes the same. Empty when Replicas is 0.
+func (d *Directory) PreferredLeaders() map[uint32]string {
+	out := make(map[uint32]string, len(d.Groups))
+	if d.Replicas == 0 {
+		return out
+	}
+	// cands: each group's placeable replicas, sorted, rotated so the
+	// first choice comes first.
+	cands := make(map[uint32][]string, len(d.Groups))
+	count := map[string]int{}
+	var ids []uint32
+	for i := range d.Groups {
+		g := &d.Groups[i]
+		var c []string
+		for _, n := range g.Replicas {
+			if d.Placeable(n) {
+				c = append(c, n)
+			}
+		}
+		if len(c) == 0 {
+			continue
+		}
+		slices.Sort(c)
+		k := int((g.ID - 1) % uint32(len(c)))
+		c = append(c[k:], c[:k]...)
+		cands[g.ID] = c
+		ids = append(ids, g.ID)
+		for _, n := range c {
+			count[n] += 0
+		}
+	}
+	slices.Sort(ids)
+	if len(ids) == 0 {
+		return out
+	}
+	share := (len(ids) + len(count) - 1) / len(count)
+	// Greedy: each group, in order, to its least loaded candidate (the
+	// first choice on a tie).
+	for _, g := range ids {
+		best := cands[g][0]
+		for _, n := range cands[g][1:] {
+			if count[n] < count[best] {
+				best = n
+			}
+		}
+		out[g] = best
+		count[best]++
+	}
+	// Then shorten every node over its share along a chain of hand-offs
+	// (this node's group to another of its replicas, whose group to
+	// another, ...) ending at a node under its share: the augmenting
+	// paths of a bipartite matching, found breadth first.
+	for range len(ids) * len(count) {
+		over := ""
+		for _, n := range slices.Sorted(maps.Keys(count)) {
+			if count[n] > share {
+				over = n
+				break
+			}
+		}
+		if over == "" || !handOff(over, share, ids, cands, out, count) {
+			break
+		}
+	}
+	return out
+}
+
+// handOff moves one leadership away from node from along the shortest
+// chain of hand-offs to a node leading fewer than share groups, and
+// reports whether it found one.
+func handOff(from string, share int, ids []uint32, cands map[uint32][]string, lead map[uint32]string, count map[string]int) bool {
+	type step struct {
+		group uint32 // the group handed to this node
+		prev  string // the node it was taken from
+	}
+	seen := map[string]step{from: {}}
+	queue := []string{from}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		for _, g := range ids {
+			if lead[g] != n {
+				continue
+			}
+			for _, m := range cands[g] {
+				if _, ok := seen[m]; ok {
+					continue
+				}
+				seen[m] = step{group: g, prev: n}
+				if count[m] < share {
+					for at := m; at != from; {
+						s := seen[at]
+						lead[s.group] = at
+						at = s.prev
+					}
+					count[from]--
+					count[m]++
+					return true
+				}
+				queue = append(queue, m)
+			}
+		}
+	}
+	return false
 }

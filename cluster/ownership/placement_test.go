@@ -273,3 +273,114 @@ func TestPlacementLoopNeverReverses(t *testing.T) {
 		}
 	}
 }
+
+// placedDirectory is a directory whose groups have placement p.
+func placedDirectory(groups []uint32, p map[uint32][]string) *Directory {
+	d := &Directory{Epoch: 1, Replicas: 3}
+	for _, g := range groups {
+		d.Groups = append(d.Groups, Group{ID: g, Replicas: p[g]})
+	}
+	return d
+}
+
+// checkLeaders fails unless every group's preferred leader is one of its
+// placeable replicas and no node leads more than its share.
+func checkLeaders(t *testing.T, d *Directory, lead map[uint32]string) {
+	t.Helper()
+	count, holders := map[string]int{}, map[string]bool{}
+	placed := 0
+	for _, g := range d.Groups {
+		ok := false
+		for _, n := range g.Replicas {
+			if d.Placeable(n) {
+				holders[n] = true
+				ok = true
+			}
+		}
+		if !ok {
+			if lead[g.ID] != "" {
+				t.Fatalf("group %d has no placeable replica but a leader %s", g.ID, lead[g.ID])
+			}
+			continue
+		}
+		placed++
+		l := lead[g.ID]
+		if !slices.Contains(g.Replicas, l) || !d.Placeable(l) {
+			t.Fatalf("group %d (replicas %v) led by %q", g.ID, g.Replicas, l)
+		}
+		count[l]++
+	}
+	// The share, unless the placement forbids it: k groups whose
+	// placeable replicas all lie in a set of s nodes make one of them
+	// lead at least k/s (a dead node's groups left on two nodes).
+	share := (placed + len(holders) - 1) / len(holders)
+	for _, g := range d.Groups {
+		set := placeable(d, g.Replicas)
+		if len(set) == 0 {
+			continue
+		}
+		k := 0
+		for _, h := range d.Groups {
+			if in := placeable(d, h.Replicas); len(in) > 0 && !slices.ContainsFunc(in, func(n string) bool { return !slices.Contains(set, n) }) {
+				k++
+			}
+		}
+		share = max(share, (k+len(set)-1)/len(set))
+	}
+	for n, c := range count {
+		if c > share {
+			t.Fatalf("%s leads %d groups, more than its share %d: %v\n%v\n%v", n, c, share, count, d.Groups, lead)
+		}
+	}
+}
+
+func placeable(d *Directory, nodes []string) []string {
+	return slices.DeleteFunc(slices.Clone(nodes), func(n string) bool { return !d.Placeable(n) })
+}
+
+// TestPreferredLeadersBalanced: for 3..12 nodes and 1..64 groups placed
+// by Place, after a join and after a death, every node leads at most its
+// share of the groups and only groups it holds; the same directory gives
+// the same leaders; where every group is on every node the old rule
+// ((id-1) mod n) is kept. (With six nodes and six groups the old rule
+// alone had two nodes lead two groups each and two lead none.)
+func TestPreferredLeadersBalanced(t *testing.T) {
+	for nodes := 3; nodes <= 12; nodes++ {
+		for _, ng := range []int{1, 2, 3, 5, 6, 8, 9, 13, 31, 64} {
+			live, groups := nodeNames(nodes), groupIDs(ng)
+			p := Place(groups, nil, nil, live, 3)
+			d := placedDirectory(groups, p)
+			lead := d.PreferredLeaders()
+			checkLeaders(t, d, lead)
+			if again := placedDirectory(groups, p).PreferredLeaders(); !reflect.DeepEqual(lead, again) {
+				t.Fatalf("%d nodes %d groups: two computations differ", nodes, ng)
+			}
+			grown := Place(groups, p, nil, append(slices.Clone(live), "zz-new"), 3)
+			checkLeaders(t, placedDirectory(groups, grown), placedDirectory(groups, grown).PreferredLeaders())
+			// A node found dead before its replicas moved: it leads
+			// nothing, the others share its groups.
+			dd := placedDirectory(groups, p)
+			dd.States = map[string]byte{live[nodes/2]: NodeDead}
+			dl := dd.PreferredLeaders()
+			checkLeaders(t, dd, dl)
+			for g, l := range dl {
+				if l == live[nodes/2] {
+					t.Fatalf("%d nodes %d groups: group %d led by the dead node", nodes, ng, g)
+				}
+			}
+		}
+	}
+	// Every group on every node: the old rule.
+	d := &Directory{Epoch: 1, Replicas: 3}
+	for _, g := range groupIDs(7) {
+		d.Groups = append(d.Groups, Group{ID: g, Replicas: nodeNames(3)})
+	}
+	for g, l := range d.PreferredLeaders() {
+		if want := nodeNames(3)[(g-1)%3]; l != want {
+			t.Fatalf("group %d led by %s, want %s", g, l, want)
+		}
+	}
+	if got := (&Directory{Epoch: 1, Groups: d.Groups}).PreferredLeaders(); len(got) != 0 {
+		t.Fatalf("a directory without a replication factor: %v", got)
+	}
+}
