@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
 	"github.com/rlserver/rlserver/cluster/entry"
 	"github.com/rlserver/rlserver/cluster/internal/codec"
 	"github.com/rlserver/rlserver/engine"
@@ -34,10 +35,11 @@ type Remote struct {
 	cfg RemoteConfig
 	log *slog.Logger
 
-	mu     sync.Mutex
-	conns  map[string]*peerConn // by Raft address; a dead one is dialled again
-	leader string               // the address that last served a call
-	closed bool
+	mu       sync.Mutex
+	conns    map[string]*peerConn // by Raft address; a dead one is dialled again
+	leader   string               // the address that last served a call
+	closed   bool
+	inflight int // calls running (Close waits for them to close the connections)
 }
 
 // RemoteConfig configures a Remote.
@@ -65,12 +67,23 @@ func NewRemote(cfg RemoteConfig) *Remote {
 	return &Remote{cfg: cfg, log: log.With("group", cfg.Group), conns: map[string]*peerConn{}}
 }
 
-// Close closes the Remote's connections; calls waiting on them get
-// ErrUnknownOutcome, later calls ErrShutdown.
+// Close makes later calls fail with ErrShutdown (nothing sent) and closes
+// the Remote's connections once the calls in flight have ended (each
+// within its commit timeout): closing them under a call would turn its
+// outcome unknown.
 func (r *Remote) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
+	r.closeIdle()
+}
+
+// closeIdle closes the connections of a closed Remote with no call in
+// flight. r.mu is held.
+func (r *Remote) closeIdle() {
+	if !r.closed || r.inflight > 0 {
+		return
+	}
 	for _, p := range r.conns {
 		p.close()
 	}
@@ -189,6 +202,19 @@ var errRemoteClosed = errors.New("remote closed")
 // gets a context with a deadline and returns the reply body, or
 // errNotLeader when certainly nothing was appended.
 func (r *Remote) call(ctx context.Context, send func(context.Context, *peerConn) ([]byte, error)) ([]byte, error) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, ErrShutdown
+	}
+	r.inflight++
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.inflight--
+		r.closeIdle()
+		r.mu.Unlock()
+	}()
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.CommitTimeout)
 	defer cancel()
 	reached := false // a replica answered, so the group is up but not led there
