@@ -19,7 +19,8 @@ import (
 // every key, those of the group the node does not hold included, through
 // that group's leader, with exact buckets charged across nodes; DBSIZE
 // counts every group, FLUSHALL and RL.POLICY SET reach every group, and
-// data commands and scripts on a key of the missing group are served.
+// data commands, a transaction and a script on a key of the missing
+// group are served.
 // The fourth node runs --cluster-redirect moved and answers -MOVED to the
 // group's leader for a group it does not hold.
 func TestPlacedForward(t *testing.T) {
@@ -104,6 +105,14 @@ func TestPlacedForward(t *testing.T) {
 	if v, err := n1.Eval(ctx, "return redis.call('INCRBY', KEYS[1], ARGV[1])", []string{dk}, 2).Int64(); err != nil || v != 10 {
 		t.Fatalf("EVAL INCRBY %s through n1: %d, %v; want 10", dk, v, err)
 	}
+	cmds, err := n1.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Incr(ctx, dk)
+		p.Get(ctx, dk)
+		return nil
+	})
+	if err != nil || len(cmds) != 2 || cmds[1].(*redis.StringCmd).Val() != "11" {
+		t.Fatalf("MULTI INCR GET EXEC %s through n1: %v, %v; want 11", dk, cmds, err)
+	}
 	if err := n1.Do(ctx, "RL.POLICY", "SET", "pf", "ALLOW", "2", "0.000001").Err(); err != nil {
 		t.Fatalf("RL.POLICY SET through n1: %v", err)
 	}
@@ -119,7 +128,7 @@ func TestPlacedForward(t *testing.T) {
 	// hold to that group's leader.
 	moved := missing["n4"][0]
 	mk := keyInGroup(c, moved, "pfwd-moved")
-	err := clusterClient(t, nodes[3].respAddr).Do(ctx, allowArgs(mk, capacity, 1)...).Err()
+	err = clusterClient(t, nodes[3].respAddr).Do(ctx, allowArgs(mk, capacity, 1)...).Err()
 	leader := c.node(leaderOf[moved])
 	if err == nil || leader == nil || !strings.HasPrefix(err.Error(), "MOVED ") || !strings.HasSuffix(err.Error(), " "+leader.respAddr) {
 		t.Fatalf("RL.ALLOW %s (group %d) on n4 without forwarding: %v; want MOVED to the leader %s", mk, moved, err, leaderOf[moved])
