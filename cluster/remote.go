@@ -67,7 +67,9 @@ func NewRemote(cfg RemoteConfig) *Remote {
 	return &Remote{cfg: cfg, log: log.With("group", cfg.Group), conns: map[string]*peerConn{}}
 }
 
-// Close makes later calls fail with ErrShutdown (nothing sent) and closes
+// Close makes later calls fail with ErrNotAppended (nothing sent: the
+// caller retries, through the replica of the group this process now
+// holds, or another process when it shuts down) and closes
 // the Remote's connections once the calls in flight have ended (each
 // within its commit timeout): closing them under a call would turn its
 // outcome unknown.
@@ -205,7 +207,7 @@ func (r *Remote) call(ctx context.Context, send func(context.Context, *peerConn)
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return nil, ErrShutdown
+		return nil, ErrNotAppended
 	}
 	r.inflight++
 	r.mu.Unlock()
@@ -222,7 +224,7 @@ func (r *Remote) call(ctx context.Context, send func(context.Context, *peerConn)
 		for _, addr := range r.order() {
 			p, err := r.conn(addr)
 			if errors.Is(err, errRemoteClosed) {
-				return nil, ErrShutdown
+				return nil, ErrNotAppended
 			}
 			if err != nil {
 				continue

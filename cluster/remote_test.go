@@ -212,7 +212,7 @@ func TestRemoteUnknownOutcomeNotRetried(t *testing.T) {
 
 // TestRemoteNoReplica: with no replica reachable the call ends within the
 // commit timeout as not appended (CLUSTERDOWN), and a closed Remote
-// refuses at once.
+// refuses at once (TRYAGAIN).
 func TestRemoteNoReplica(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -226,7 +226,7 @@ func TestRemoteNoReplica(t *testing.T) {
 		t.Fatalf("err %v, want %v", err, ErrNoLeader)
 	}
 	r.Close()
-	if err := r.Do(context.Background(), []engine.Request{allow(t, "k", 3, 1, 1)}, res); !errors.Is(err, ErrShutdown) {
-		t.Fatalf("after Close: err %v, want %v", err, ErrShutdown)
+	if err := r.Do(context.Background(), []engine.Request{allow(t, "k", 3, 1, 1)}, res); !errors.Is(err, ErrNotAppended) {
+		t.Fatalf("after Close: err %v, want %v", err, ErrNotAppended)
 	}
 }
