@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -166,7 +167,13 @@ func (n *Node) forwardBatch(ctx context.Context, body []byte, hdr int) ([]byte, 
 }
 
 func (n *Node) callBatch(ctx context.Context, p *peerConn, body []byte, hdr int) ([]byte, error) {
-	return n.callOrOlder(ctx, p, &p.noDeadline, msgBatch, body, msgBatchNoDeadline, body[hdr:])
+	return callBatch(ctx, n.log, p, body, hdr)
+}
+
+// callBatch sends a batch as msgBatch (body[hdr:] is the
+// msgBatchNoDeadline body) over p and returns the reply body.
+func callBatch(ctx context.Context, log *slog.Logger, p *peerConn, body []byte, hdr int) ([]byte, error) {
+	return callOrOlder(ctx, log, p, &p.noDeadline, msgBatch, body, msgBatchNoDeadline, body[hdr:])
 }
 
 // callDeadline sends a message other than a batch (typ, payload) wrapped
@@ -176,30 +183,36 @@ func (n *Node) callBatch(ctx context.Context, p *peerConn, body []byte, hdr int)
 // statusBadRequest to msgDeadline (not appended); the connection then
 // sends the bare message, without a deadline, from then on.
 func (n *Node) callDeadline(ctx context.Context, p *peerConn, typ byte, payload []byte) ([]byte, error) {
+	return callDeadline(ctx, n.log, p, typ, payload, n.cfg.CommitTimeout)
+}
+
+// callDeadline is Node.callDeadline; wait is the ttl when ctx has no
+// deadline.
+func callDeadline(ctx context.Context, log *slog.Logger, p *peerConn, typ byte, payload []byte, wait time.Duration) ([]byte, error) {
 	now := time.Now()
 	dl, ok := ctx.Deadline()
 	if !ok {
-		dl = now.Add(n.cfg.CommitTimeout)
+		dl = now.Add(wait)
 	}
 	if !now.Before(dl) {
 		return nil, errNotLeader
 	}
 	body := appendBatchDeadline(make([]byte, 0, 21+len(payload)), now, dl.Sub(now))
 	body = append(body, typ)
-	return n.callOrOlder(ctx, p, &p.noEnvelope, msgDeadline, append(body, payload...), typ, payload)
+	return callOrOlder(ctx, log, p, &p.noEnvelope, msgDeadline, append(body, payload...), typ, payload)
 }
 
 // callOrOlder sends typ with body, or, once the peer answered
 // statusBadRequest to typ (it does not know it: an older build; nothing
 // appended) and so set *older, oldTyp with oldBody.
-func (n *Node) callOrOlder(ctx context.Context, p *peerConn, older *atomic.Bool, typ byte, body []byte, oldTyp byte, oldBody []byte) ([]byte, error) {
+func callOrOlder(ctx context.Context, log *slog.Logger, p *peerConn, older *atomic.Bool, typ byte, body []byte, oldTyp byte, oldBody []byte) ([]byte, error) {
 	if !older.Load() {
 		r, err := p.call(ctx, typ, body)
 		if err != nil || r.status != statusBadRequest {
 			return forwardReply(r, err)
 		}
 		older.Store(true)
-		n.log.Warn("the leader does not take forward deadlines (an older build): forwarding without them", "leader", string(p.addr), "msg", typ)
+		log.Warn("the leader does not take forward deadlines (an older build): forwarding without them", "leader", string(p.addr), "msg", typ)
 	}
 	return forwardReply(p.call(ctx, oldTyp, oldBody))
 }

@@ -405,19 +405,12 @@ func (n *Node) leaderConn() (*peerConn, error) {
 		n.fwd.close()
 		n.fwd = nil
 	}
-	p, err := dialPeer(addr, n.cfg.Group, n.dialTimeout(), n.cfg.DialTLS)
-	if err != nil {
-		return nil, errNotLeader
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), n.dialTimeout())
-	defer cancel()
 	hello := codec.AppendString(codec.AppendString(nil, n.cfg.NodeID), n.cfg.RESPAddr)
-	r, err := p.call(ctx, msgHello, hello)
-	if err != nil || r.status != statusOK {
-		p.close()
-		return nil, errNotLeader
+	p, body, err := dialHello(addr, n.cfg.Group, n.dialTimeout(), n.cfg.DialTLS, hello)
+	if err != nil {
+		return nil, err
 	}
-	d := codec.Reader{B: r.body}
+	d := codec.Reader{B: body}
 	for len(d.B) > 0 && d.Err == nil {
 		pid, paddr := string(d.Bytes()), string(d.Bytes())
 		if d.Err == nil {
@@ -426,6 +419,28 @@ func (n *Node) leaderConn() (*peerConn, error) {
 	}
 	n.fwd = p
 	return p, nil
+}
+
+// dialHello opens a forward connection to group on the peer at addr and
+// says hello (msgHello's body), within timeout, returning the peer's
+// answer. A peer that does not host the group closes the connection at
+// once, before reading anything, so a batch sent without this exchange
+// could meet a closed connection and get an unknown outcome for nothing;
+// after it, the peer's forward server is known to read the connection.
+// Errors are errNotLeader: nothing was sent that appends.
+func dialHello(addr raft.ServerAddress, group uint32, timeout time.Duration, tlsCfg *tls.Config, hello []byte) (*peerConn, []byte, error) {
+	p, err := dialPeer(addr, group, timeout, tlsCfg)
+	if err != nil {
+		return nil, nil, errNotLeader
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	r, err := p.call(ctx, msgHello, hello)
+	if err != nil || r.status != statusOK {
+		p.close()
+		return nil, nil, errNotLeader
+	}
+	return p, r.body, nil
 }
 
 // dropLeaderConn closes the forward connection unless it goes to addr.

@@ -61,13 +61,15 @@ func (h *Host) DoPolicies(ctx context.Context, reqs []engine.Request, names [][]
 }
 
 // doSplit applies a batch, each request in the group gs says owns its
-// key's slot: one call per group, the groups in parallel. A group's
-// failure is reported in its own requests' results only.
+// key's slot (Host.target: this node's replica, or with forwarding the
+// remote of a group not held here): one call per group, the groups in
+// parallel. A group's failure is reported in its own requests' results
+// only.
 func (h *Host) doSplit(ctx context.Context, gs *groupSet, reqs []engine.Request, names [][]byte, res []engine.Result) error {
-	first := gs.member(reqs[0].Key)
+	first := h.target(gs, slots.Of(reqs[0].Key))
 	same := true
 	for i := 1; i < len(reqs) && same; i++ {
-		same = gs.member(reqs[i].Key) == first
+		same = h.target(gs, slots.Of(reqs[i].Key)) == first
 	}
 	if same {
 		if first == nil {
@@ -80,24 +82,24 @@ func (h *Host) doSplit(ctx context.Context, gs *groupSet, reqs []engine.Request,
 	}
 	// Split by group, keeping each group's requests in order.
 	type part struct {
-		m     *member
+		t     target
 		idx   []int
 		reqs  []engine.Request
 		names [][]byte
 		res   []engine.Result
 	}
-	parts := map[*member]*part{}
+	parts := map[target]*part{}
 	var order []*part
 	for i := range reqs {
-		m := gs.member(reqs[i].Key)
-		if m == nil {
+		t := h.target(gs, slots.Of(reqs[i].Key))
+		if t == nil {
 			res[i] = engine.Result{Err: errNotServed}
 			continue
 		}
-		p := parts[m]
+		p := parts[t]
 		if p == nil {
-			p = &part{m: m}
-			parts[m] = p
+			p = &part{t: t}
+			parts[t] = p
 			order = append(order, p)
 		}
 		p.idx = append(p.idx, i)
@@ -117,7 +119,7 @@ func (h *Host) doSplit(ctx context.Context, gs *groupSet, reqs []engine.Request,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := p.m.do(ctx, p.reqs, p.names, p.res); err != nil {
+			if err := p.t.do(ctx, p.reqs, p.names, p.res); err != nil {
 				for k := range p.res {
 					p.res[k] = engine.Result{Err: err}
 				}
@@ -142,31 +144,40 @@ func (m *member) do(ctx context.Context, reqs []engine.Request, names [][]byte, 
 
 // Len counts live keys (DBSIZE): with MOVED redirection, of the groups this
 // node leads (a cluster client sums DBSIZE over the masters); with
-// forwarding, of every group.
+// forwarding, of every group (those not held here through their leaders).
 func (h *Host) Len(ctx context.Context) (int, error) {
 	total := 0
-	for _, m := range h.set.Load().ordered {
-		if h.cfg.Redirect == Moved && !m.node.IsLeader() {
-			continue
-		}
-		n, err := m.node.Len(ctx)
-		if err != nil {
-			return 0, err
+	err := h.everyGroup(func(m *member, rg *remote) error {
+		var n int
+		var err error
+		switch {
+		case m != nil && h.cfg.Redirect == Moved && !m.node.IsLeader():
+			return nil
+		case m != nil:
+			n, err = m.node.Len(ctx)
+		case h.cfg.Redirect == Moved:
+			return nil
+		default:
+			n, err = rg.r.Len(ctx)
 		}
 		total += n
+		return err
+	})
+	if err != nil {
+		return 0, err
 	}
 	return total, nil
 }
 
 // Flush removes every key of every group (FLUSHALL), through each group's
-// leader.
+// leader (a group not held here through its remote).
 func (h *Host) Flush(ctx context.Context) error {
-	for _, m := range h.set.Load().ordered {
-		if err := m.node.Flush(ctx); err != nil {
-			return err
+	return h.everyGroup(func(m *member, rg *remote) error {
+		if m != nil {
+			return m.node.Flush(ctx)
 		}
-	}
-	return nil
+		return rg.r.Flush(ctx)
+	})
 }
 
 // Usage sums this process's replicas (memlimit.Backend).
@@ -281,33 +292,37 @@ func (h *Host) PolicyStore() *policy.Store {
 
 // SetPolicy adds or replaces a policy in every group.
 func (h *Host) SetPolicy(ctx context.Context, p *policy.Policy) error {
-	for _, m := range h.set.Load().ordered {
-		if err := m.node.SetPolicy(ctx, p); err != nil {
-			return err
+	return h.everyGroup(func(m *member, rg *remote) error {
+		if m != nil {
+			return m.node.SetPolicy(ctx, p)
 		}
-	}
-	return nil
+		return rg.r.SetPolicy(ctx, p)
+	})
 }
 
 // DelPolicy removes a policy from every group; it reports whether any had it.
 func (h *Host) DelPolicy(ctx context.Context, name string) (bool, error) {
 	found := false
-	for _, m := range h.set.Load().ordered {
-		ok, err := m.node.DelPolicy(ctx, name)
-		if err != nil {
-			return found, err
+	err := h.everyGroup(func(m *member, rg *remote) error {
+		var ok bool
+		var err error
+		if m != nil {
+			ok, err = m.node.DelPolicy(ctx, name)
+		} else {
+			ok, err = rg.r.DelPolicy(ctx, name)
 		}
 		found = found || ok
-	}
-	return found, nil
+		return err
+	})
+	return found, err
 }
 
 // ReplacePolicies makes ps the whole policy table of every group.
 func (h *Host) ReplacePolicies(ctx context.Context, ps []*policy.Policy) error {
-	for _, m := range h.set.Load().ordered {
-		if err := m.node.ReplacePolicies(ctx, ps); err != nil {
-			return err
+	return h.everyGroup(func(m *member, rg *remote) error {
+		if m != nil {
+			return m.node.ReplacePolicies(ctx, ps)
 		}
-	}
-	return nil
+		return rg.r.ReplacePolicies(ctx, ps)
+	})
 }

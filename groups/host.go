@@ -104,6 +104,9 @@ type Host struct {
 
 	rebalancing atomic.Bool // a rebalance started here runs (mover.go)
 
+	remoteMu sync.Mutex
+	remotes  map[uint32]*remote // groups not held here, with forwarding (remote.go); nil once closed
+
 	replicaAdds atomic.Int64 // learners this node recorded as the meta group's leader (placement.go)
 	liveness    liveness     // the meta group's leader's view of which nodes answer (placement.go)
 }
@@ -123,8 +126,6 @@ type groupSet struct {
 	ordered []*member            // by group id
 	bySlot  [slots.Count]*member // nil: slot not assigned, or its group not open here
 }
-
-func (gs *groupSet) member(key []byte) *member { return gs.owner(slots.Of(key)) }
 
 // owner is the member that serves slot on this node: the directory's
 // group, unless this node does not lead it and leads a group that took
@@ -182,7 +183,8 @@ func Open(cfg Config) (*Host, error) {
 		wal.Close()
 		return nil, err
 	}
-	h := &Host{cfg: cfg, log: nc.Logger, myID: NodeID40(nc.NodeID), transport: t, wal: wal, closing: make(chan struct{})}
+	h := &Host{cfg: cfg, log: nc.Logger, myID: NodeID40(nc.NodeID), transport: t, wal: wal, closing: make(chan struct{}),
+		remotes: map[uint32]*remote{}}
 	h.set.Store(&groupSet{dir: &ownership.Directory{}, byID: map[uint32]*member{}})
 	mc := nc
 	mc.Transport, mc.Group, mc.Dir = t, 0, filepath.Join(nc.Dir, "meta")
@@ -350,6 +352,7 @@ func (h *Host) refresh() {
 	}
 	gs.index()
 	h.set.Store(gs)
+	h.dropRemotes(gs)
 }
 
 // watchDirectory refreshes on every directory change, and every second
@@ -454,6 +457,7 @@ func (h *Host) Close() error {
 	var first error
 	h.once.Do(func() {
 		close(h.closing)
+		h.dropRemotes(nil)
 		h.wg.Wait()
 		h.openMu.Lock()
 		defer h.openMu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"github.com/rlserver/rlserver/cluster"
 	"github.com/rlserver/rlserver/cluster/ownership"
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/slots"
 )
 
 // Moving slots between groups. The directory (the meta group) holds at
@@ -440,12 +441,12 @@ func (h *Host) rerouteRefused(ctx context.Context, reqs []engine.Request, names 
 		var subNames [][]byte
 		var keep []int
 		for _, i := range idx {
-			m := gs.member(reqs[i].Key)
-			if m == nil {
+			t := h.target(gs, slots.Of(reqs[i].Key))
+			if t == nil {
 				res[i] = engine.Result{Err: errNotServed}
 				continue
 			}
-			if h.cfg.Redirect == Moved && !m.node.IsLeader() {
+			if m, ok := t.(*member); ok && h.cfg.Redirect == Moved && !m.node.IsLeader() {
 				if addr := gs.dir.Nodes[m.node.LeaderID()]; addr != "" {
 					res[i] = engine.Result{Err: movedError(reqs[i].Key, addr)}
 					continue

@@ -16,16 +16,23 @@ import (
 // yet), with --cluster-redirect forward, or while the group has no leader
 // it knows of (the group's node then waits for one and forwards, within
 // the commit timeout); redirected to the group leader's client address
-// otherwise. A slot no group owns, or whose group is not open here yet,
-// is not served.
+// otherwise. A group of a placed cluster that this node does not hold is
+// served with --cluster-redirect forward (through its leader: remote.go),
+// else redirected to its recorded leader. A slot no group owns, or whose
+// group is not open here yet in a cluster without placement, is not
+// served.
 func (h *Host) Route(slot int) (serve bool, addr string) {
 	gs := h.set.Load()
 	m := gs.owner(slot)
 	if m == nil {
-		// A group placed on other nodes: its recorded leader serves it,
-		// --cluster-redirect forward or not (this node holds no
-		// replica to forward through).
-		if g := gs.dir.Group(gs.dir.Slots[slot]); g != nil && g.Leader != "" && gs.dir.Replicas > 0 {
+		if gs.dir.Slots == nil {
+			return false, ""
+		}
+		g := gs.dir.Group(gs.dir.Slots[slot])
+		if g != nil && gs.dir.Replicas > 0 && h.cfg.Redirect == Forward {
+			return true, ""
+		}
+		if g != nil && g.Leader != "" && gs.dir.Replicas > 0 {
 			if addr := gs.dir.Nodes[g.Leader]; addr != "" {
 				return false, addr
 			}
