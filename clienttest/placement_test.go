@@ -164,6 +164,11 @@ func TestPlacedClusterUnderLoad(t *testing.T) {
 	c.nodes = append(c.nodes, n5)
 	began := time.Now()
 	c.launch(n5)
+	// The placement can look settled before the rebalancer has seen n5
+	// (it then holds nothing yet): wait for its share first.
+	pollUntil(t, 90*time.Second, "n5 to hold its share of 3 or 4 replicas", func() bool {
+		return replicasOf(c, c.nodes[0], "n5") >= 3
+	})
 	c.waitPlaced(groups, 90*time.Second)
 	if share := replicasOf(c, c.nodes[0], "n5"); share < 3 {
 		t.Fatalf("n5 holds %d replicas after joining; want its share of 3 or 4", share)
