@@ -16,6 +16,7 @@ import (
 
 	"github.com/rlserver/rlserver/bench/internal/benchproc"
 	"github.com/rlserver/rlserver/bench/internal/clusterload"
+	"github.com/rlserver/rlserver/cluster/ownership"
 )
 
 // node is one rlserver process of a cluster this benchmark started.
@@ -267,13 +268,19 @@ func placed(gs []groupInfo, groups int, exclude string) bool {
 }
 
 // preferredLed reports whether every group is led by its preferred
-// leader, the ((g-1) mod 3)-th of its replicas by id (groups/membership.go,
-// balance): where the leaders settle.
+// leader, as the servers compute it from the directory
+// (ownership.Directory.PreferredLeaders, groups/membership.go balance):
+// where the leaders settle, no node leading more than its share.
 func preferredLed(gs []groupInfo) bool {
+	d := &ownership.Directory{Replicas: 3}
 	for _, g := range gs {
 		r := slices.Clone(g.replicas)
 		slices.Sort(r)
-		if len(r) == 0 || g.leader != r[(g.id-1)%len(r)] {
+		d.Groups = append(d.Groups, ownership.Group{ID: uint32(g.id), Replicas: r})
+	}
+	want := d.PreferredLeaders()
+	for _, g := range gs {
+		if g.leader != want[uint32(g.id)] {
 			return false
 		}
 	}
@@ -292,9 +299,8 @@ func leads(ns []nodeInfo) string {
 // waitPlaced waits until the cluster serves every slot, every group has
 // three voters, no learner and its preferred leader; it returns RL.CLUSTER
 // NODES's replicas/leads per node. The leaders are where the server puts
-// them: with more nodes than three the preferred-leader rule need not
-// give every node the same number of groups to lead, and the table shows
-// how many each leads.
+// them (no node leads more than its share where the placement allows it),
+// and the table shows how many each leads.
 func (c *cluster) waitPlaced(groups int, timeout time.Duration) (string, error) {
 	deadline := time.Now().Add(timeout)
 	var last []groupInfo

@@ -80,7 +80,7 @@ var allowed = map[string][]string{
 	"bench/loadgen":              {},
 	"bench/memkeys":              {"engine"},
 	"bench/moves":                {"bench/internal/benchproc", "bench/internal/clusterload", "slots"},
-	"bench/scaleout":             {"bench/internal/benchproc", "bench/internal/clusterload", "slots"},
+	"bench/scaleout":             {"bench/internal/benchproc", "bench/internal/clusterload", "cluster/ownership", "slots"},
 	"bench/noopserver":           {"internal/sysmon"},
 	"bench/persist":              {"engine", "persist"},
 }
