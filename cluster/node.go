@@ -327,7 +327,14 @@ func Open(cfg Config, eng *engine.Engine) (*Node, error) {
 	// cores, bench/moves) cost a leader change and clients UNKNOWN replies
 	// in about one run out of two.
 	rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout
-	rc.CommitTimeout = 20 * time.Millisecond
+	// An idle leader sends each follower an AppendEntries every
+	// CommitTimeout to 2x (the only way a follower learns the last commit
+	// index once the load stops; under load every new entry carries it
+	// at once). At 20 ms that was 33 messages a second per follower and
+	// group, 40% of an idle three-node, three-group deployment's CPU
+	// (16.8% of a core summed, 10.0% at 100 ms): a fixed cost every
+	// added group and node multiplies. Replies never wait for it.
+	rc.CommitTimeout = 100 * time.Millisecond
 	rc.MaxAppendEntries = 128
 	rc.BatchApplyCh = true
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
