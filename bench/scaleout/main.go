@@ -102,6 +102,7 @@ func main() {
 	flag.StringVar(&cfg.parts, "parts", "scale,heal,move", "parts to run: scale, heal, move")
 	flag.StringVar(&nodes, "nodes", "3,6,9", "part 1: node counts (as many groups as nodes); the first is the base of the ratios")
 	flag.Float64Var(&cfg.quota, "quota", 0.1, "CPU quota per process in cores (0: none)")
+	flag.DurationVar(&benchproc.QuotaPeriod, "quota-period", benchproc.QuotaPeriod, "the quota's CFS period: a process runs quota times this, then waits for the next")
 	flag.IntVar(&cfg.runs, "runs", 2, "part 1: rounds over every node count; part 2: kills")
 	flag.DurationVar(&cfg.duration, "duration", 10*time.Second, "part 1: measured load per configuration")
 	flag.DurationVar(&cfg.warmup, "warmup", 3*time.Second, "part 1: load before the measurement")
@@ -151,7 +152,7 @@ func main() {
 	}
 	fmt.Printf("command: %s\n", strings.Join(os.Args, " "))
 	fmt.Printf("host: %d CPUs (%s), load average %s\n", runtime.NumCPU(), benchproc.CPUModel(), benchproc.LoadAvg())
-	fmt.Printf("quota per node: %.2f core\n", cfg.quota)
+	fmt.Printf("quota per node: %.2f core per %v period\n", cfg.quota, benchproc.QuotaPeriod)
 
 	for i, part := range strings.Split(cfg.parts, ",") {
 		dir := filepath.Join(tmp, fmt.Sprintf("part%d", i))
