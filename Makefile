@@ -181,3 +181,15 @@ bench-moves:
 .PHONY: bench-scaleout
 bench-scaleout:
 	$(GO) run ./bench/scaleout $(ARGS)
+
+# Redis's own test units (unit/type/list, set, zset, string, hash and
+# unit/keyspace of redis/redis 7.0.15, exported from a clone) in external
+# mode against redis-server and against rlserver, each started on a free
+# loopback port: per unit, the tests that pass on Redis and how many of
+# those pass on rlserver, and the names of the others (see "Redis's own
+# test units" in docs/redis-commands.md). Needs tclsh, redis-server and
+# git; REDIS_REPO=<clone or bare mirror> skips the download. About eight
+# minutes; UNITS='unit/type/list' for one.
+.PHONY: redis-suite
+redis-suite:
+	GO="$(GO)" bash scripts/redis-suite.sh

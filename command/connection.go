@@ -38,6 +38,7 @@ func init() {
 			sub("client", "info", 2, conn, "Returns information about the connection.", nil),
 			admin(sub("client", "list", -2, []string{"admin", "noscript", "loading", "stale"}, "Lists open connections.", nil)),
 			admin(sub("client", "kill", -3, []string{"admin", "noscript", "loading", "stale"}, "Terminates open connections.", nil)),
+			admin(sub("client", "unblock", -3, []string{"admin", "noscript", "loading", "stale"}, "Unblocks a client blocked by a blocking command from a different connection.", nil)),
 			admin(sub("client", "no-evict", 3, []string{"admin", "noscript", "loading", "stale"}, "Sets the client eviction mode of the connection.", nil)),
 			sub("client", "reply", 3, conn, "Instructs the server whether to reply to commands.", nil),
 		),

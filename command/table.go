@@ -67,6 +67,7 @@ type Cmd struct {
 	Parent  *Cmd     // the container of a subcommand
 	KeyPerm acl.Perm // the access its keys need from a user's key patterns
 	Write   bool     // flagged write: refused with MISCONF while writes stop
+	Blocks  bool     // flagged blocking: outside MULTI and scripts the edge parks the client while the reply is null
 }
 
 // Handler answers a command at once: it writes its reply into x.W, or
@@ -175,6 +176,7 @@ func addID(c *Cmd) {
 	c.ID = len(byID)
 	byID = append(byID, c)
 	c.Write = c.HasFlag("write")
+	c.Blocks = c.HasFlag("blocking")
 	switch {
 	case c.HasFlag("readonly"):
 		c.KeyPerm = acl.Read

@@ -106,7 +106,7 @@ func TestOneWayToRun(t *testing.T) {
 	slices.Sort(edge)
 	want := []string{"acl|list", "acl|users", "acl|whoami", "auth",
 		"client|getname", "client|id", "client|info", "client|kill", "client|list", "client|no-evict",
-		"client|reply", "client|setinfo", "client|setname",
+		"client|reply", "client|setinfo", "client|setname", "client|unblock",
 		"config|get", "config|resetstat", "config|set", "hello", "info", "quit", "reset", "rl.policy|load", "rl.top"}
 	if !slices.Equal(edge, want) {
 		t.Errorf("the edge's commands: %v, want %v", edge, want)

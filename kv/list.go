@@ -15,9 +15,11 @@ import (
 //
 // Blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP) answer at
 // once as their non-blocking forms when there is an element to take; when
-// there is none they answer ErrWouldBlock instead of blocking: a client
-// parked on a shard's key would need the engine to wake it from another
-// command's apply, on every replica alike, which rlserver does not do.
+// there is none they answer the null Redis gives them inside MULTI or a
+// script (a null bulk for BLMOVE and BRPOPLPUSH, a null array for the
+// rest): the engine never parks a client. Outside MULTI the edge (package
+// server) parks the client on that null and runs the command again after
+// later writes, until one returns an element or the timeout passes.
 
 // Texts of the list and set commands' errors.
 const (
@@ -33,7 +35,6 @@ const (
 	ErrTimeoutFloat    = "ERR timeout is not a float or out of range"
 	ErrTimeoutNegative = "ERR timeout is negative"
 	ErrTimeoutRange    = "ERR timeout is out of range"
-	ErrWouldBlock      = "ERR rlserver does not block clients: there is no element to pop now (blocking commands answer at once only when one is there)"
 )
 
 // listSetError is the reply text of a bound a list or set command met.
@@ -533,9 +534,6 @@ func lmoveCmd(c *Cmd, ks engine.Keyspace, w *Writer) {
 	case msg != "":
 		w.Error(msg)
 		return
-	case l == nil && blocking:
-		w.Error(ErrWouldBlock)
-		return
 	case l == nil:
 		w.Nil()
 		return
@@ -629,7 +627,7 @@ func bpop(head bool) func(*Cmd, engine.Keyspace, *Writer) {
 			w.Bulk(v)
 			return
 		}
-		w.Error(ErrWouldBlock)
+		w.NilArray()
 	}
 }
 
@@ -702,10 +700,6 @@ func lmpop(c *Cmd, ks engine.Keyspace, w *Writer) {
 		for _, v := range out {
 			w.Bulk(v)
 		}
-		return
-	}
-	if blocking {
-		w.Error(ErrWouldBlock)
 		return
 	}
 	w.NilArray()

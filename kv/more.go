@@ -13,7 +13,7 @@ import (
 // and multi-key forms, ZRANDMEMBER, HRANDFIELD, GETRANGE, SUBSTR and
 // SETRANGE. Random picks use randFor (set.go): replicas agree. Blocking
 // forms answer as the non-blocking ones when there is something to pop,
-// and ErrWouldBlock otherwise (list.go).
+// and a null array otherwise, as inside MULTI (list.go).
 
 // Texts of these commands' errors. ErrLongRange is Redis's reply to a
 // count of -2^63 where it takes -LONG_MAX to LONG_MAX (SRANDMEMBER,
@@ -227,7 +227,7 @@ func zpopCmd(c *Cmd, ks engine.Keyspace, w *Writer, high bool) {
 		return
 	}
 	if blocking {
-		w.Error(ErrWouldBlock)
+		w.NilArray()
 		return
 	}
 	w.Array(0)
@@ -292,10 +292,6 @@ func zmpop(c *Cmd, ks engine.Keyspace, w *Writer) {
 		w.Array(2)
 		w.Bulk(key)
 		writePairs(w, out, true)
-		return
-	}
-	if blocking {
-		w.Error(ErrWouldBlock)
 		return
 	}
 	w.NilArray()

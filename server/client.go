@@ -41,6 +41,7 @@ type client struct {
 	memo    command.Memo       // the last limit arguments and what they built
 	txn     command.Txn        // MULTI ... EXEC and WATCH
 	call    command.Call       // a command answered by command: its reply (table.go)
+	wrote   bool               // the pipeline holds a command that may wake a parked client (block.go)
 
 	// CLIENT REPLY (cmdClientReply): replies are dropped while replyOff,
 	// or for the one command after CLIENT REPLY SKIP (replySkipNext, then
@@ -409,6 +410,38 @@ func (s *Server) kill(cl *client) {
 	cn := cl.rep.conn
 	cn.killed.Store(true)
 	cn.nc.SetDeadline(time.Unix(1, 0))
+}
+
+// cmdClientUnblock: CLIENT UNBLOCK id [TIMEOUT|ERROR], as Redis: 1 when
+// client id was parked by a blocking command (block.go), which then
+// replies as on its timeout or with an UNBLOCKED error; 0 otherwise.
+func cmdClientUnblock(s *Server, c *client, args [][]byte) outcome {
+	if len(args) > 4 {
+		c.rep.error("ERR unknown subcommand or wrong number of arguments for 'unblock'. Try CLIENT HELP.")
+		return cmdOK
+	}
+	withError := false
+	if len(args) == 4 {
+		switch {
+		case command.EqualFold(args[3], "timeout"):
+		case command.EqualFold(args[3], "error"):
+			withError = true
+		default:
+			c.rep.error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+			return cmdOK
+		}
+	}
+	id, ok := command.ParseInt(args[2])
+	if !ok {
+		c.rep.error(command.ErrNotInteger)
+		return cmdOK
+	}
+	n := 0
+	if s.blocked.unblock(id, withError) {
+		n = 1
+	}
+	c.rep.conn.WriteInt(n)
+	return cmdOK
 }
 
 // cmdClientNoEvict: CLIENT NO-EVICT on|off. rlserver never evicts clients

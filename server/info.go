@@ -97,7 +97,7 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string) {
 		kv("connected_clients", n)
 		kv("cluster_connections", 0)
 		kv("maxclients", s.MaxClients())
-		kv("blocked_clients", 0)
+		kv("blocked_clients", s.blocked.n.Load())
 		kv("tracking_clients", 0)
 	case "memory":
 		s.writeMemoryInfo(kv) // memory.go

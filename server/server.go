@@ -144,6 +144,7 @@ type Server struct {
 	openAuth bool // connections start as the default user (on, nopass)
 	started  time.Time
 	Stats    Stats
+	blocked  blockedSet // clients parked by blocking commands (block.go)
 
 	// Per-command counters and the denied-keys summary (stats.go, top.go).
 	cmdStats     []cmdStats // by command id
@@ -443,6 +444,10 @@ func (s *Server) handle(c *client, cmds [][][]byte) outcome {
 		}
 	}
 	s.flushBatch(c)
+	if c.wrote {
+		c.wrote = false
+		s.wakeBlocked() // before this pipeline's replies are flushed (block.go)
+	}
 	s.Stats.CommandsProcessed.Add(int64(n))
 	if c.rep.errors > 0 {
 		s.Stats.ErrorReplies.Add(c.rep.errors)
@@ -531,6 +536,9 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 	if len(c.scripts) > 0 {
 		s.flushBatch(c) // the scripts before it run first
 	}
+	if !c.wrote && wakes(cmd) {
+		c.wrote = true // block.go: the parked clients retry after the pipeline
+	}
 	if c.txn.On && cmd.Queues() {
 		s.queue(c, args) // batch.go
 		return cmdOK
@@ -541,6 +549,10 @@ func (s *Server) process(c *client, args [][]byte) outcome {
 	if cmd.Tiered != nil {
 		s.batchTiered(c, cmd, args)
 		return cmdOK
+	}
+	if cmd.Blocks {
+		c.wrote = true
+		return s.runBlocking(c, cmd, args) // block.go
 	}
 	if cmd.Batch != nil {
 		first := len(c.reqs)

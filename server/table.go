@@ -27,6 +27,7 @@ func init() {
 		"client|setname": cmdClientSetName, "client|getname": cmdClientGetName, "client|id": cmdClientID,
 		"client|setinfo": cmdClientSetInfo, "client|info": cmdClientInfo, "client|list": cmdClientList,
 		"client|kill": cmdClientKill, "client|no-evict": cmdClientNoEvict, "client|reply": cmdClientReply,
+		"client|unblock": cmdClientUnblock,
 	} {
 		c := command.ByName(name)
 		if c == nil || !c.Edge() {
