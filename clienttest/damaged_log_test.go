@@ -46,7 +46,20 @@ func TestClusterDamagedLogRebuilt(t *testing.T) {
 	refused(t, cmd, seg, "offset 0:", "not a torn write", "group 0")
 
 	// The way out: remove it, empty its folder, join again.
-	if v, err := rawDo(leader.respAddr, 5*time.Second, "RL.CLUSTER", "REMOVE", f.id); err != nil || v.kind != '+' {
+	removeAndSetAside(t, leader, f, 5*time.Second)
+	f.joinVia = leader.respAddr
+	c.launch(f)
+	c.waitLeader(20 * time.Second)
+	c.converge(30 * time.Second)
+}
+
+// removeAndSetAside is the operator's way out for node f's damaged log
+// (docs/cluster-mode.md): RL.CLUSTER REMOVE it through leader (within
+// timeout), move its folder aside (removed at the test's end) and leave
+// an empty one in its place for the node to join again with.
+func removeAndSetAside(t *testing.T, leader, f *cnode, timeout time.Duration) {
+	t.Helper()
+	if v, err := rawDo(leader.respAddr, timeout, "RL.CLUSTER", "REMOVE", f.id); err != nil || v.kind != '+' {
 		t.Fatalf("RL.CLUSTER REMOVE %s: %v %v", f.id, v, err)
 	}
 	aside := f.dir + ".damaged"
@@ -57,10 +70,6 @@ func TestClusterDamagedLogRebuilt(t *testing.T) {
 	if err := os.MkdirAll(f.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f.joinVia = leader.respAddr
-	c.launch(f)
-	c.waitLeader(20 * time.Second)
-	c.converge(30 * time.Second)
 }
 
 // flipFirstRecord flips a bit in the body of the first record of the last

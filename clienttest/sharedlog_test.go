@@ -99,17 +99,7 @@ func TestShardedDamagedLogRebuilt(t *testing.T) {
 	refused(t, exec.Command(c.bin, append(args, c.extra...)...), seg, "offset 0:", "not a torn write", "group ")
 
 	leader := c.waitLeader(20 * time.Second)
-	if v, err := rawDo(leader.respAddr, 10*time.Second, "RL.CLUSTER", "REMOVE", f.id); err != nil || v.kind != '+' {
-		t.Fatalf("RL.CLUSTER REMOVE %s: %v %v", f.id, v, err)
-	}
-	aside := f.dir + ".damaged"
-	if err := os.Rename(f.dir, aside); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(aside) })
-	if err := os.MkdirAll(f.dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	removeAndSetAside(t, leader, f, 10*time.Second)
 	f.id, f.joinVia = "n4", leader.respAddr
 	c.launch(f)
 	pollUntil(t, 60*time.Second, f.id+" to hold a replica of every group", func() bool {
