@@ -132,21 +132,11 @@ func main() {
 		log.Fatal(err)
 	}
 	var current *deployment
-	cleanup := func() {
+	cleanup, fail := benchproc.Scratch(tmp, cfg.keep, func() {
 		if current != nil {
 			current.stop()
 		}
-		if cfg.keep {
-			fmt.Fprintf(os.Stderr, "kept %s\n", tmp)
-		} else {
-			os.RemoveAll(tmp)
-		}
-	}
-	benchproc.OnInterrupt(cleanup)
-	fail := func(format string, args ...any) {
-		cleanup()
-		log.Fatalf(format, args...)
-	}
+	})
 
 	if cfg.bin == "" {
 		logf("building rlserver")

@@ -130,19 +130,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cleanup := func() {
-		stopAll()
-		if cfg.keep {
-			fmt.Fprintf(os.Stderr, "kept %s\n", tmp)
-		} else {
-			os.RemoveAll(tmp)
-		}
-	}
-	benchproc.OnInterrupt(cleanup)
-	fail := func(format string, args ...any) {
-		cleanup()
-		log.Fatalf(format, args...)
-	}
+	cleanup, fail := benchproc.Scratch(tmp, cfg.keep, stopAll)
 
 	if cfg.bin == "" {
 		logf("building rlserver")

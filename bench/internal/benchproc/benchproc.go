@@ -6,6 +6,7 @@ package benchproc
 
 import (
 	"fmt"
+	"log"
 	"net"
 	"os"
 	"os/exec"
@@ -93,6 +94,27 @@ func BuildServer(dir string) (string, error) {
 		return "", fmt.Errorf("go build: %v (run from the repository's root)", err)
 	}
 	return bin, nil
+}
+
+// Scratch is a benchmark's clean-up of its temporary folder tmp: cleanup
+// runs stop, then removes tmp (or, with keep, names it on stderr); fail
+// cleans up and exits with the message. cleanup also runs on SIGINT or
+// SIGTERM (OnInterrupt).
+func Scratch(tmp string, keep bool, stop func()) (cleanup func(), fail func(format string, args ...any)) {
+	cleanup = func() {
+		stop()
+		if keep {
+			fmt.Fprintf(os.Stderr, "kept %s\n", tmp)
+		} else {
+			os.RemoveAll(tmp)
+		}
+	}
+	OnInterrupt(cleanup)
+	fail = func(format string, args ...any) {
+		cleanup()
+		log.Fatalf(format, args...)
+	}
+	return cleanup, fail
 }
 
 // OnInterrupt runs cleanup and exits with status 130 on SIGINT or
