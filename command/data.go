@@ -1,6 +1,8 @@
 package command
 
 import (
+	"strings"
+
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/kv"
 )
@@ -71,6 +73,19 @@ func (m *Memo) cmd(spec *kv.Spec, args [][]byte) *kv.Cmd {
 func (m *Memo) Release() {
 	clear(m.cmds)
 	m.cmds = m.cmds[:0]
+}
+
+// BlockingReply reads a blocking command's reply (kv's, as the engine
+// returns it): empty when it had nothing to take (a null bulk or array,
+// RESP2 or RESP3), wrongType when a key holds another kind of value. The
+// edge parks the client on the first and, for a pop, on the second too.
+func BlockingReply(reply string) (empty, wrongType bool) {
+	switch reply {
+	case "*-1\r\n", "$-1\r\n", "_\r\n":
+		return true, false
+	}
+	text, failed := DataError(reply)
+	return false, failed && strings.HasPrefix(text, "WRONGTYPE ")
 }
 
 // DataError reports whether a data command's reply (kv's, as the engine

@@ -55,3 +55,25 @@ func TestQueue(t *testing.T) {
 		t.Fatal("CONFIG queued")
 	}
 }
+
+// TestBlockingReply: the nulls of both protocols are "nothing to take",
+// WRONGTYPE is told apart from other errors, and a value is neither.
+func TestBlockingReply(t *testing.T) {
+	for _, tc := range []struct {
+		reply            string
+		empty, wrongType bool
+	}{
+		{"*-1\r\n", true, false},
+		{"$-1\r\n", true, false},
+		{"_\r\n", true, false},
+		{"*2\r\n$1\r\nk\r\n$1\r\nv\r\n", false, false},
+		{"$1\r\nv\r\n", false, false},
+		{"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n", false, true},
+		{"-ERR timeout is negative\r\n", false, false},
+		{"", false, false},
+	} {
+		if empty, wrongType := BlockingReply(tc.reply); empty != tc.empty || wrongType != tc.wrongType {
+			t.Errorf("BlockingReply(%q) = %v, %v; want %v, %v", tc.reply, empty, wrongType, tc.empty, tc.wrongType)
+		}
+	}
+}

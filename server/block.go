@@ -165,14 +165,6 @@ func wakes(cmd *command.Cmd) bool {
 	return ok
 }
 
-const wrongType = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
-
-// isNullReply reports whether a data reply is a null (bulk or array, RESP2
-// or RESP3): what a blocking command replies with nothing to take.
-func isNullReply(r string) bool {
-	return r == "*-1\r\n" || r == "$-1\r\n" || r == "_\r\n"
-}
-
 // runBlocking runs a blocking command outside MULTI and scripts: at once
 // when there is something to take, else parked until there is.
 func (s *Server) runBlocking(c *client, cmd *command.Cmd, args [][]byte) outcome {
@@ -183,7 +175,7 @@ func (s *Server) runBlocking(c *client, cmd *command.Cmd, args [][]byte) outcome
 	t := c.st.at(cmd.ID)
 	t.calls++
 	reply := s.tryBlocking(c, cmd, args)
-	if !isNullReply(reply) {
+	if empty, _ := command.BlockingReply(reply); !empty {
 		s.writeBlocked(c, t, reply)
 		return cmdOK
 	}
@@ -213,14 +205,15 @@ func (s *Server) runBlocking(c *client, cmd *command.Cmd, args [][]byte) outcome
 	for {
 		if hold {
 			reply := s.tryBlocking(c, cmd, args)
-			if reply == wrongType && cmd.Name != "blmove" && cmd.Name != "brpoplpush" {
+			empty, wrongType := command.BlockingReply(reply)
+			if wrongType && cmd.Name != "blmove" && cmd.Name != "brpoplpush" {
 				// A key that now holds another type serves nobody, as in
 				// Redis, which wakes a client only for a key of its type.
 				// BLMOVE's WRONGTYPE may be its destination's: Redis
 				// replies it (and gives the element back).
-				reply = "*-1\r\n"
+				empty = true
 			}
-			served := !isNullReply(reply)
+			served := !empty
 			done := served || end != nil
 			again := false
 			if done {
