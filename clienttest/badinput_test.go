@@ -208,7 +208,7 @@ func badCatalogue() []badRow {
 		badRow{"bulk length 2^40", "*1\r\n$1099511627776\r\n", badBulk, false},
 		badRow{"bulk length 2^63-1", "*1\r\n$9223372036854775807\r\n", badBulk, false},
 		badRow{"bulk length 2^63", "*1\r\n$9223372036854775808\r\n", badBulk, false},
-		badRow{"bulk length above 1 MiB", "*2\r\n$4\r\nECHO\r\n$1048577\r\n", badBulk, false},
+		badRow{"bulk length above 8 MiB", "*2\r\n$4\r\nECHO\r\n$8388609\r\n", badBulk, false},
 		badRow{"count 2^63-1", "*9223372036854775807\r\n", badMulti, false},
 		badRow{"bulk length -1", "*1\r\n$-1\r\n", badBulk, false},
 		badRow{"bulk length -5 after a good argument", "*2\r\n$4\r\nECHO\r\n$-5\r\n", badBulk, false},

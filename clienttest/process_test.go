@@ -367,7 +367,7 @@ func TestProtocolGuard(t *testing.T) {
 	for _, tc := range []struct{ name, send, want string }{
 		{"bulk length overflowing int64", "*1\r\n$9223372036854775807\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
 		{"answered after the commands before it", "PING\r\n*1\r\n$9223372036854775807\r\n", "+PONG\r\n-ERR Protocol error: invalid bulk length\r\n"},
-		{"bulk above 1 MiB", "*2\r\n$4\r\nECHO\r\n$1048577\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
+		{"bulk above 8 MiB", "*2\r\n$4\r\nECHO\r\n$8388609\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
 		{"huge multibulk count", "*2147483648\r\n", "-ERR Protocol error: invalid multibulk length\r\n"},
 		{"1,048,577 arguments", "*1048577\r\n", "-ERR Protocol error: invalid multibulk length\r\n"},
 		{"not a bulk", "*1\r\nx", "-ERR Protocol error: expected '$', got 'x'\r\n"},
@@ -383,10 +383,10 @@ func TestProtocolGuard(t *testing.T) {
 			t.Fatalf("after %s: PING: %v", tc.name, err)
 		}
 	}
-	// The limits themselves are fine: a 1 MiB bulk, 1024 arguments.
-	big := strings.Repeat("x", 1<<20)
+	// The limits themselves are fine: an 8 MiB bulk, 1024 arguments.
+	big := strings.Repeat("x", 8<<20)
 	if got, err := c.Echo(ctx, big).Result(); err != nil || got != big {
-		t.Errorf("ECHO of 1 MiB: %d bytes, %v", len(got), err)
+		t.Errorf("ECHO of 8 MiB: %d bytes, %v", len(got), err)
 	}
 	args := []any{"EXISTS"}
 	for range 1023 {

@@ -21,7 +21,7 @@ import (
 //   - WATCH compares a digest of the key's state (kv/txn.go): a key
 //     written back to the value it had when watched does not fail EXEC
 //     (Redis would fail it), so no sequence writes a key back.
-//   - values and members over 65536 bytes and hashes or sorted sets over
+//   - values over 8 MiB, members over 512 bytes and hashes or sorted sets over
 //     10000 elements (kv/errors.go's limits) are not run against Redis.
 //   - commands that are not data commands inside MULTI.
 

@@ -2,6 +2,7 @@ package kv
 
 import (
 	"errors"
+	"strconv"
 
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/values"
@@ -18,11 +19,14 @@ const (
 	ErrHashNotInt   = "ERR hash value is not an integer"
 	ErrHashNotFloat = "ERR hash value is not a float"
 	ErrNaN          = "ERR increment would produce NaN or Infinity"
-	ErrTooLong      = "ERR value is longer than the limit of 65536 bytes"
 	ErrElementLong  = "ERR hash field or value, or sorted set member, is longer than the limit of 512 bytes"
 	ErrTooMany      = "ERR the hash or sorted set would hold more than 10000 elements"
 	ErrExecAbort    = "EXECABORT Transaction discarded because of previous errors."
 )
+
+// ErrTooLong refuses a string that would grow past values.MaxValueLen;
+// Redis's text, with rlserver's bound in place of proto-max-bulk-len.
+var ErrTooLong = "ERR string exceeds maximum allowed size (" + strconv.Itoa(values.MaxValueLen) + " bytes)"
 
 // errorText is the reply text of an error from the engine or values.
 func errorText(err error) string {

@@ -536,10 +536,9 @@ func setrange(c *Cmd, ks engine.Keyspace, w *Writer) {
 			return
 		}
 	}
-	e.SetString(b)
-	if s, ok := e.Obj.(*values.Str); ok {
-		s.Raw = true
-	}
+	// Stored raw even when it reads as an integer, as Redis's SETRANGE
+	// leaves it (OBJECT ENCODING says "raw").
+	e.Int, e.Obj = 0, &values.Str{B: b, Raw: true}
 	ks.Changed(key)
 	w.Int(int64(len(b)))
 }

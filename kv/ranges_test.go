@@ -1,9 +1,11 @@
 package kv_test
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/rlserver/rlserver/kv"
+	"github.com/rlserver/rlserver/values"
 )
 
 // TestOutOfRangeArgs pins the replies to numbers at and past the ends of
@@ -16,8 +18,17 @@ func TestOutOfRangeArgs(t *testing.T) {
 		// panicked the shard's goroutine.
 		{"SETRANGE str 9223372036854775807 x", hzE(kv.ErrTooLong), ""},
 		{"SETRANGE str 9223372036854775800 xyzxyzxyzxyz", hzE(kv.ErrTooLong), ""},
-		{"SETRANGE str 65535 x", hzI(65536), ""},
-		{"SETRANGE str 65536 x", hzE(kv.ErrTooLong), ""},
+		{"SETRANGE str " + strconv.Itoa(values.MaxValueLen-1) + " x", hzI(values.MaxValueLen), ""},
+		{"SETRANGE str " + strconv.Itoa(values.MaxValueLen) + " x", hzE(kv.ErrTooLong), ""},
+		// SETRANGE leaves a raw string even when it reads as an integer,
+		// and an empty value changes nothing, as in Redis.
+		{"SET n 1234", hzOK, ""},
+		{"SETRANGE n 0 ''", hzI(4), ""},
+		{"OBJECT ENCODING n", hzB("int"), ""},
+		{"SETRANGE n 0 2", hzI(4), ""},
+		{"OBJECT ENCODING n", hzB("raw"), ""},
+		{"GET n", hzB("2234"), ""},
+		{"INCR n", hzI(2235), ""},
 		{"RPUSH l a b a", hzI(3), ""},
 		{"LPOS l a RANK -9223372036854775808", hzE(kv.ErrLongRange), ""},
 		{"LPOS l a RANK -9223372036854775807", hzNil, hzNil3},

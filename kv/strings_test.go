@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/kv"
+	"github.com/rlserver/rlserver/values"
 )
 
 const (
@@ -22,7 +23,6 @@ const (
 	strErrNotFloat  = "ERR value is not a valid float"
 	strErrOverflow  = "ERR increment or decrement would overflow"
 	strErrNaN       = "ERR increment would produce NaN or Infinity"
-	strErrTooLong   = "ERR value is longer than the limit of 65536 bytes"
 )
 
 func strErrExpire(name string) string { return "ERR invalid expire time in '" + name + "' command" }
@@ -448,14 +448,14 @@ func TestStringRESP3(t *testing.T) {
 
 func TestStringTooLong(t *testing.T) {
 	s := newStrEnv(t, 2)
-	big := strings.Repeat("x", 64<<10)
+	big := strings.Repeat("x", values.MaxValueLen)
 	if got := s.do(strT0, "SET", "k", big); got != sOK {
 		t.Fatalf("SET at the limit: %q", got)
 	}
-	if got := s.do(strT0, "APPEND", "k", "y"); got != sErr(strErrTooLong) {
+	if got := s.do(strT0, "APPEND", "k", "y"); got != sErr(kv.ErrTooLong) {
 		t.Fatalf("APPEND past the limit: %q", got)
 	}
-	if got := s.do(strT0, "STRLEN", "k"); got != sInt(64<<10) {
+	if got := s.do(strT0, "STRLEN", "k"); got != sInt(values.MaxValueLen) {
 		t.Fatalf("STRLEN: %q", got)
 	}
 	over := big + "y"
@@ -464,7 +464,7 @@ func TestStringTooLong(t *testing.T) {
 		{"PSETEX", "n", "10", over}, {"GETSET", "n", over}, {"MSET", "a", "1", "n", over}, {"MSETNX", "a", "1", "n", over},
 		{"APPEND", "n", over},
 	} {
-		if got := s.do(strT0, args...); got != sErr(strErrTooLong) {
+		if got := s.do(strT0, args...); got != sErr(kv.ErrTooLong) {
 			t.Fatalf("%s past the limit: %q", args[0], got)
 		}
 	}

@@ -30,7 +30,7 @@ import (
 // the buffer each, `$0\r\n\r\n`) follow the bytes that arrived, never
 // the count announced.
 type GuardLimits struct {
-	MaxBulkLen     int64 // largest $ length accepted, bytes (default 1 MiB = 1<<20)
+	MaxBulkLen     int64 // largest $ length accepted, bytes (default 8 MiB = 8<<20)
 	MaxArgs        int64 // largest * count accepted (default 1,048,576 = 1<<20)
 	MaxInlineLen   int   // longest inline line, bytes before its '\n' including any '\r' (default 64 KiB)
 	MaxQueryBuffer int64 // most bytes one pending command may occupy (default 1 GiB)
@@ -41,7 +41,7 @@ const guardMaxLimit = 1 << 40
 // DefaultGuardLimits returns the limits used for zero fields: 1 MiB bulks,
 // 1,048,576 arguments, 64 KiB inline lines, 1 GiB pending commands.
 func DefaultGuardLimits() GuardLimits {
-	return GuardLimits{MaxBulkLen: 1 << 20, MaxArgs: 1 << 20, MaxInlineLen: 64 << 10, MaxQueryBuffer: 1 << 30}
+	return GuardLimits{MaxBulkLen: 8 << 20, MaxArgs: 1 << 20, MaxInlineLen: 64 << 10, MaxQueryBuffer: 1 << 30}
 }
 
 // Normalized returns l with zero or negative fields set to their

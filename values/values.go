@@ -43,11 +43,12 @@ func NewObject(t Type) Object {
 // Bounds: a string longer than MaxValueLen, a hash field or value or a
 // sorted set member longer than MaxElementLen, or a hash or sorted set
 // with more than MaxElements fields or members, is refused. They keep the
-// largest value's snapshot record (about 13 MB) inside one snapshot block.
+// largest value's snapshot record (about 13 MB for a full hash, 8 MiB for
+// a string) inside one snapshot block (16 MiB).
 const (
-	MaxValueLen   = 64 << 10 // bytes of one string value
-	MaxElementLen = 512      // bytes of one hash field or value, sorted set or set member, list element
-	MaxElements   = 10_000   // fields of one hash, members of one (sorted) set, elements of one list
+	MaxValueLen   = 8 << 20 // bytes of one string value
+	MaxElementLen = 512     // bytes of one hash field or value, sorted set or set member, list element
+	MaxElements   = 10_000  // fields of one hash, members of one (sorted) set, elements of one list
 )
 
 // Errors the commands map to Redis's texts.

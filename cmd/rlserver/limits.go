@@ -42,7 +42,7 @@ type limitOptions struct {
 const maxQueryBufferLimit = 1 << 40
 
 func addLimitFlags(fs *flag.FlagSet, o *limitOptions) {
-	fs.Int64Var(&o.maxBulkLen, "proto-max-bulk-len", 1<<20, "largest bulk string (argument) accepted, bytes")
+	fs.Int64Var(&o.maxBulkLen, "proto-max-bulk-len", 8<<20, "largest bulk string (argument) accepted, bytes")
 	fs.Int64Var(&o.maxArgs, "max-args", 1<<20, "most arguments accepted in one command (at most 2147483647, as Redis); the bytes they take are bounded by --client-query-buffer-limit")
 	fs.StringVar(&o.queryBuffer, "client-query-buffer-limit", "1gb", "most bytes one command may take while it arrives, bytes or with a unit (1mb, 1gb); a client past it is closed")
 	fs.IntVar(&o.maxInlineLen, "max-inline-len", 64<<10, "longest inline (telnet-style) command line, bytes")
