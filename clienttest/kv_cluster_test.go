@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -315,6 +316,13 @@ func TestKVClusterSnapshot(t *testing.T) {
 	if ok, _, err := allowOnce(ctx, lc, "snap:bucket", 10, 3); err != nil || !ok {
 		t.Fatalf("RL.ALLOW: %v %v", ok, err)
 	}
+	// A string of 2 MiB (past the old bounds of 64 KiB and 1 MiB) goes
+	// through the log, the snapshot and its transfer. (8 MiB, the bound,
+	// passes too, but under -race takes longer than an append's 2 s.)
+	big := strings.Repeat("b", 2<<20-1) + "!"
+	if err := lc.Set(ctx, "snap:big", big, 0).Err(); err != nil {
+		t.Fatalf("SET of 2 MiB: %v", err)
+	}
 	checkKV(t, "before the snapshot", lc, keys, written)
 	idx, _ := c.converge(10 * time.Second)
 
@@ -332,7 +340,7 @@ func TestKVClusterSnapshot(t *testing.T) {
 		})
 	}
 	c.converge(10 * time.Second)
-	want := len(keys) + 2 // the limiter key and the filler
+	want := len(keys) + 3 // the limiter key, the big string and the filler
 	wantInt(t, lc, int64(want), "DBSIZE")
 
 	// A follower restores its snapshot at start-up.
@@ -351,6 +359,9 @@ func TestKVClusterSnapshot(t *testing.T) {
 	c.converge(20 * time.Second)
 	waitServes(t, fc, 10*time.Second)
 	checkKV(t, "through the restarted follower "+follower.id, fc, keys, written)
+	if got, err := fc.Get(ctx, "snap:big").Result(); err != nil || got != big {
+		t.Errorf("the 2 MiB string through the restarted follower: %d bytes, %v", len(got), err)
+	}
 
 	// The whole cluster restarts: every node restores its snapshot, and
 	// whichever leads serves the values from it.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rlserver/rlserver/values"
 )
 
 // The data kinds (strings holding integers and text, hashes, sorted sets,
@@ -180,6 +182,9 @@ func TestKVPersistKill9(t *testing.T) {
 	written := time.Now()
 	writeKV(t, []*redis.Client{c}, keys)
 	checkKV(t, "before the save", c, keys, written)
+	// A string at the 8 MiB bound is one snapshot record.
+	big := strings.Repeat("b", values.MaxValueLen-1) + "!"
+	wantReply(t, c, "OK", "SET", "p:big", big)
 	wantReply(t, c, "OK", "SAVE")
 	wantReply(t, c, "OK", "SET", "p:after-save", "lost")
 	s.kill9()
@@ -190,8 +195,11 @@ func TestKVPersistKill9(t *testing.T) {
 	if n := doInt(t, c, "EXISTS", "p:after-save"); n != 0 {
 		t.Errorf("a key written after the last SAVE exists after kill -9")
 	}
-	if n := doInt(t, c, "DBSIZE"); n != int64(len(keys)) {
-		t.Errorf("DBSIZE %d after the restart, want %d", n, len(keys))
+	if n := doInt(t, c, "DBSIZE"); n != int64(len(keys))+1 {
+		t.Errorf("DBSIZE %d after the restart, want %d", n, len(keys)+1)
+	}
+	if got, err := c.Get(context.Background(), "p:big").Result(); err != nil || got != big {
+		t.Errorf("the 8 MiB string after the restart: %d bytes, %v", len(got), err)
 	}
 	// The restored keys are live: an integer counts on, text is not one,
 	// and a data key is not a limiter's.
