@@ -117,6 +117,9 @@ func TestMaxMemoryNoEviction(t *testing.T) {
 	if p := m["Memory"]["maxmemory_policy"]; p != "noeviction" {
 		t.Errorf("maxmemory_policy %q", p)
 	}
+	if a := m["Memory"]["mem_allocator"]; a != "go" {
+		t.Errorf("mem_allocator %q, want go", a)
+	}
 	if h := m["Memory"]["maxmemory_human"]; h != "6.00M" {
 		t.Errorf("maxmemory_human %q", h)
 	}

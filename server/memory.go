@@ -76,6 +76,10 @@ func (s *Server) writeMemoryInfo(kv func(string, any)) {
 	kv("maxmemory", limit)
 	kv("maxmemory_human", humanBytes(uint64(limit)))
 	kv("maxmemory_policy", string(policy))
+	// Redis names its allocator (jemalloc-5.3.0, libc); values live in
+	// Go's heap and the shards' off-heap tables. Tools and Redis's own
+	// tests read it to decide what to expect of MEMORY USAGE.
+	kv("mem_allocator", "go")
 	kv("rl_oom_refusing_new_keys", b01(s.mem.RefusingNewKeys()))
 }
 
