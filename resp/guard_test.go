@@ -431,7 +431,7 @@ func TestGuardServerRejects(t *testing.T) {
 		name, in, want string
 	}{
 		{"bulk 2^40", "*1\r\n$1099511627776\r\n", guardWantBulk},
-		{"bulk above 1 MiB", "*1\r\n$1048577\r\n", guardWantBulk},
+		{"bulk above 8 MiB", "*1\r\n$8388609\r\n", guardWantBulk},
 		{"negative bulk", "*1\r\n$-1\r\n", guardWantBulk},
 		{"count above 2^20", "*1048577\r\n", guardWantMultibulk},
 		{"count max int64", "*9223372036854775807\r\n", guardWantMultibulk},
