@@ -1,0 +1,118 @@
+package kv_test
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// TestBitsSpecsMatchRedis compares the specs of SETBIT, GETBIT,
+// BITCOUNT, BITPOS and LCS with redis-server's COMMAND INFO.
+func TestBitsSpecsMatchRedis(t *testing.T) {
+	saved := lsCommands
+	defer func() { lsCommands = saved }()
+	lsCommands = []string{"setbit", "getbit", "bitcount", "bitpos", "lcs"}
+	TestListSetSpecsMatchRedis(t)
+}
+
+// TestBitsRedisRandom compares SETBIT, GETBIT, BITCOUNT, BITPOS and LCS,
+// their errors and the strings they leave, with a real redis-server in
+// RESP2 and RESP3, over random sequences on short strings (so that ranges
+// and masks reach both ends), integer strings and keys of other types.
+func TestBitsRedisRandom(t *testing.T) {
+	r := startRedis(t)
+	rng := rand.New(rand.NewPCG(35, 7))
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	keys := []string{"b1", "b2", "i1", "h1", "nokey"}
+	offs := []string{"0", "1", "7", "8", "9", "15", "16", "23", "31", "40", "63", "-1", "x", "4294967296", "68719476736", "1.5"}
+	idx := []string{"0", "1", "-1", "2", "-2", "3", "-3", "5", "7", "8", "-8", "9", "15", "-9", "16", "-100", "100", "x"}
+	text := []string{"foobar", "'ohmytext'", "'mynewtext'", "12345", "''", "ab", "aaa", "\xff\xf0\x00", "\x00\x00\xff"}
+	gen := func() string {
+		k := pick(keys...)
+		switch rng.IntN(14) {
+		case 0, 1, 2:
+			return "SETBIT " + pick("b1", "b2", "i1", "h1") + " " + pick(offs...) + " " + pick("0", "1", "1", "2", "-1", "x")
+		case 3, 4:
+			return "GETBIT " + k + " " + pick(offs...)
+		case 5, 6:
+			return "BITCOUNT " + k + pick("", " "+pick(idx...)+" "+pick(idx...), " "+pick(idx...)+" "+pick(idx...)+" "+pick("BIT", "BYTE", "bit", "x"), " 1", " 1 2 BIT x")
+		case 7, 8, 9:
+			return "BITPOS " + k + " " + pick("0", "1", "1", "0", "2", "x") + pick("", " "+pick(idx...), " "+pick(idx...)+" "+pick(idx...), " "+pick(idx...)+" "+pick(idx...)+" "+pick("BIT", "BYTE", "x"), " 1 2 BIT x")
+		case 10:
+			return "SET " + pick("b1", "b2", "i1") + " " + pick(text...)
+		case 11:
+			return "HSET h1 f v"
+		case 12:
+			return "LCS " + pick("b1", "b2", "i1", "nokey", "h1") + " " + pick("b1", "b2", "i1", "nokey") +
+				pick("", " LEN", " IDX", " IDX WITHMATCHLEN", " IDX MINMATCHLEN "+pick("0", "1", "2", "4", "-1", "x"), " LEN IDX", " x", " MINMATCHLEN", " IDX MINMATCHLEN 2 WITHMATCHLEN")
+		}
+		return "GET " + pick("b1", "b2", "i1")
+	}
+	for _, resp3 := range []bool{false, true} {
+		c, err := r.dial(resp3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.do([][]byte{[]byte("FLUSHALL")}); err != nil {
+			t.Fatal(err)
+		}
+		h := newHZEnv(t)
+		fails := 0
+		for range 4000 {
+			line := gen()
+			args := hzArgs(t, line)
+			want, err := c.do(args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := h.doArgs(resp3, args)
+			if got != want {
+				t.Errorf("resp3=%v %s:\n got %q\nwant %q", resp3, line, got, want)
+				if fails++; fails > 10 {
+					t.FailNow()
+				}
+			}
+		}
+		c.close()
+	}
+}
+
+// TestLCSRedisExamples runs LCS on Redis's documented example and on
+// longer random strings, against redis-server.
+func TestLCSRedisLonger(t *testing.T) {
+	r := startRedis(t)
+	c, err := r.dial(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	h := newHZEnv(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	word := func(n int) string {
+		var b strings.Builder
+		for range n {
+			b.WriteByte("ACGT"[rng.IntN(4)])
+		}
+		return b.String()
+	}
+	for i := range 30 {
+		a, b := word(rng.IntN(300)), word(rng.IntN(300))
+		for _, args := range [][]string{
+			{"SET", "x", a}, {"SET", "y", b},
+			{"LCS", "x", "y"}, {"LCS", "x", "y", "LEN"},
+			{"LCS", "x", "y", "IDX", "MINMATCHLEN", "3", "WITHMATCHLEN"},
+		} {
+			bs := make([][]byte, len(args))
+			for j, s := range args {
+				bs[j] = []byte(s)
+			}
+			want, err := c.do(bs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := h.doArgs(false, bs); got != want {
+				t.Fatalf("round %d %v:\n got %q\nwant %q", i, args, got, want)
+			}
+		}
+	}
+}
