@@ -23,7 +23,7 @@ func init() {
 			ACL: spec.ACL, Summary: spec.Summary, Group: spec.Group, Since: spec.Since,
 			Batch: batchData(spec), Data: true,
 		}
-		if spec.NumKeysAt > 0 {
+		if spec.Movable() {
 			c.MovableKeys = movableKeys(spec)
 			c.LeadKey = spec.FirstKey
 		}

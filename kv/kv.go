@@ -28,6 +28,10 @@ type Spec struct {
 	// the keys follow (LMPOP, SINTERCARD, ZUNION...): the keys move with
 	// it (COMMAND's movablekeys), after the fixed ones above if any.
 	NumKeysAt int
+	// keysAfter, when set, finds the positions [first, last] of keys
+	// named by an option (SORT's STORE): the keys move with it as with
+	// NumKeysAt; first is 0 when there is none.
+	keysAfter func(args [][]byte) (first, last int)
 	Flags     []string // COMMAND flags: "write", "readonly", "denyoom", "fast"
 	ACL       []string // ACL categories: "@string", "@write", "@fast"...
 	Group     string   // COMMAND DOCS group: "string", "hash", "sorted-set", "generic"
@@ -126,7 +130,7 @@ func (s *Spec) KeysOf(args [][]byte) [][]byte { return s.keysOf(args) }
 
 // keysOf lists the keys of args by the spec's key positions.
 func (s *Spec) keysOf(args [][]byte) [][]byte {
-	if s.NumKeysAt > 0 {
+	if s.Movable() {
 		var keys [][]byte
 		if s.FirstKey > 0 && s.FirstKey < len(args) {
 			keys = append(keys, args[s.FirstKey])
@@ -155,10 +159,17 @@ func (s *Spec) keysOf(args [][]byte) [][]byte {
 	return keys
 }
 
+// Movable reports whether the command's keys move with its arguments
+// (COMMAND's movablekeys): MovableRange finds those after the fixed ones.
+func (s *Spec) Movable() bool { return s.NumKeysAt > 0 || s.keysAfter != nil }
+
 // MovableRange is the positions [first, last] of the keys that follow
 // the numkeys argument (NumKeysAt); first is 0 when numkeys is not a
 // count that the arguments hold, which the command itself refuses.
 func (s *Spec) MovableRange(args [][]byte) (first, last int) {
+	if s.keysAfter != nil {
+		return s.keysAfter(args)
+	}
 	if s.NumKeysAt <= 0 || s.NumKeysAt >= len(args) {
 		return 0, 0
 	}
