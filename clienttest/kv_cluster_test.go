@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +18,8 @@ import (
 )
 
 // Redis's data commands on a three-process cluster: counters kept with
-// INCRBY and MULTI/INCRBY/EXPIRE/EXEC (the limiters' pattern) are
+// INCRBY and MULTI/INCRBY/EXPIRE/EXEC (the limiters' pattern), and the
+// lengths of lists (RPUSH) and sets (MULTI/SADD/SCARD/EXEC), are
 // linearizable across a leader kill and a paused leader, and lose or
 // double no increment; every data kind survives a Raft snapshot.
 
@@ -84,6 +86,25 @@ func (h *history) addIncr(client int, in incrIn, call time.Time, out incrOut, re
 	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: int64(call.Sub(h.start)), Output: out, Return: end})
 }
 
+// Counters of the increment load by key index: a string (INCRBY), a list
+// (RPUSH of one element: its length counts) or a set (SADD of a member
+// never added before, then SCARD, in MULTI: its size counts).
+const (
+	counterString = iota
+	counterList
+	counterSet
+)
+
+func counterKind(idx int) int {
+	switch idx % 4 {
+	case 2:
+		return counterList
+	case 3:
+		return counterSet
+	}
+	return counterString
+}
+
 // incrOnce runs INCRBY key n, or MULTI; INCRBY key n; EXPIRE key 600;
 // EXEC, and returns the counter after it.
 func incrOnce(ctx context.Context, c *redis.Client, key string, n int64, txn bool) (int64, error) {
@@ -106,15 +127,55 @@ func incrOnce(ctx context.Context, c *redis.Client, key string, n int64, txn boo
 	return incr.Result()
 }
 
+// pushOnce adds member to the list or set key as one increment by 1 and
+// returns the length after it: RPUSH (in MULTI with EXPIRE key 600 when
+// txn), or MULTI; SADD; SCARD; EXPIRE key 600; EXEC (always a
+// transaction: SADD alone does not answer the size).
+func pushOnce(ctx context.Context, c *redis.Client, kind int, key, member string, txn bool) (int64, error) {
+	if kind == counterList && !txn {
+		return c.RPush(ctx, key, member).Result()
+	}
+	var n *redis.IntCmd
+	var expire *redis.BoolCmd
+	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		if kind == counterList {
+			n = p.RPush(ctx, key, member)
+		} else {
+			p.SAdd(ctx, key, member)
+			n = p.SCard(ctx, key)
+		}
+		expire = p.Expire(ctx, key, 600*time.Second)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if ok, err := expire.Result(); err != nil || !ok {
+		return 0, fmt.Errorf("EXPIRE in the transaction: %v, %v", ok, err)
+	}
+	return n.Result()
+}
+
 // startIncrLoad runs workers that send increments to the nodes (worker w
 // starts at node w%3 and moves on when its node refuses connections), half
 // of them in transactions, and records every one whose outcome could
 // matter.
 func startIncrLoad(t *testing.T, c *pcluster, workers, keys int, keyPrefix string) *load {
+	var seq atomic.Int64
 	return startWorkers(nodeClients(t, c), workers, 11, func(l *load, w int, rng *rand.Rand, cl *redis.Client) bool {
-		in := incrIn{key: keyPrefix + strconv.Itoa(rng.IntN(keys)), n: 1 + rng.Int64N(5), txn: rng.IntN(2) == 0}
+		idx := rng.IntN(keys)
+		in := incrIn{key: keyPrefix + strconv.Itoa(idx), n: 1 + rng.Int64N(5), txn: rng.IntN(2) == 0}
 		call := time.Now()
-		v, err := incrOnce(context.Background(), cl, in.key, in.n, in.txn)
+		var v int64
+		var err error
+		switch kind := counterKind(idx); kind {
+		case counterString:
+			v, err = incrOnce(context.Background(), cl, in.key, in.n, in.txn)
+		default:
+			in.n = 1
+			in.txn = in.txn || kind == counterSet
+			v, err = pushOnce(context.Background(), cl, kind, in.key, "m"+strconv.FormatInt(seq.Add(1), 10), in.txn)
+		}
 		return !l.recordIncr(w, in, call, v, err, "unknown")
 	})
 }
@@ -201,10 +262,22 @@ func readCounters(t *testing.T, h *history, l *cnode, prefix string, keys int, e
 	final := map[string]int64{}
 	for i := range keys {
 		k := prefix + strconv.Itoa(i)
+		typ, err := lc.Type(ctx, k).Result()
+		if err != nil {
+			t.Fatalf("TYPE %s from the leader %s: %v", k, l.id, err)
+		}
 		call := time.Now()
-		v, err := lc.Get(ctx, k).Int64()
-		if err == redis.Nil {
-			v, err = 0, nil
+		var v int64
+		switch typ {
+		case "list":
+			v, err = lc.LLen(ctx, k).Result()
+		case "set":
+			v, err = lc.SCard(ctx, k).Result()
+		default:
+			v, err = lc.Get(ctx, k).Int64()
+			if err == redis.Nil {
+				v, err = 0, nil
+			}
 		}
 		if err != nil {
 			t.Fatalf("GET %s from the leader %s: %v", k, l.id, err)

@@ -15,8 +15,8 @@ import (
 	"github.com/rlserver/rlserver/values"
 )
 
-// The data kinds (strings holding integers and text, hashes, sorted sets,
-// with and without a TTL) through a snapshot: a standalone SAVE and
+// The data kinds (strings holding integers, text and bits, hashes, sorted
+// sets, lists, sets, with and without a TTL) through a snapshot: a standalone SAVE and
 // kill -9 here, Raft snapshots in kv_cluster_test.go.
 
 // kvKey is one data key: the commands that write it, the TYPE it has, its
@@ -46,6 +46,12 @@ func kvKeys(prefix string) []kvKey {
 		{k("hashttl"), "hash", 3000 * time.Second, [][]any{{"HSET", k("hashttl"), "a", 1, "b", "text"}, {"HINCRBYFLOAT", k("hashttl"), "c", "1.5"}, {"PEXPIRE", k("hashttl"), 3_000_000}}, "a=1 b=text c=1.5"},
 		{k("zset"), "zset", 0, [][]any{{"ZADD", k("zset"), 1, "a", 2.5, "b", -3, "c", "1e10", "d"}, {"ZADD", k("zset"), "INCR", 1, "a"}}, "c:-3 a:2 b:2.5 d:10000000000"},
 		{k("zsetttl"), "zset", 3000 * time.Second, [][]any{{"ZADD", k("zsetttl"), 10, "m1", 20, "m2", "+inf", "top", "-inf", "bottom"}, {"EXPIRE", k("zsetttl"), 3000}}, "bottom:-inf m1:10 m2:20 top:inf"},
+		{k("list"), "list", 0, [][]any{{"RPUSH", k("list"), "b", "c", "", "c"}, {"LPUSH", k("list"), "a"}, {"LINSERT", k("list"), "BEFORE", "", "x\x00y"}, {"RPOP", k("list")}}, "a|b|c|x\x00y|"},
+		{k("listttl"), "list", 2000 * time.Second, [][]any{{"RPUSH", k("listttl"), 1, 2, 3}, {"LTRIM", k("listttl"), 1, -1}, {"EXPIRE", k("listttl"), 2000}}, "2|3"},
+		{k("set"), "set", 0, [][]any{{"SADD", k("set"), "m", "n", "o", "p"}, {"SREM", k("set"), "o"}}, "m|n|p"},
+		{k("intset"), "set", 0, [][]any{{"SADD", k("intset"), 30, 1, -2, 7}}, "-2|1|30|7"},
+		{k("setttl"), "set", 1500 * time.Second, [][]any{{"SADD", k("setttl"), "q"}, {"EXPIRE", k("setttl"), 1500}}, "q"},
+		{k("bits"), "string", 0, [][]any{{"SETBIT", k("bits"), 7, 1}, {"SETBIT", k("bits"), 14, 1}}, "\x01\x02"},
 	}
 }
 
@@ -64,7 +70,8 @@ func writeKV(t *testing.T, clients []*redis.Client, keys []kvKey) {
 
 // kvValue reads key's value as the fixture writes it: a string as is, a
 // hash as "field=value" pairs sorted by field, a sorted set as
-// "member:score" in ZRANGE's order.
+// "member:score" in ZRANGE's order, a list as its elements joined by "|",
+// a set as its members sorted and joined by "|".
 func kvValue(t *testing.T, c *redis.Client, k kvKey) string {
 	t.Helper()
 	ctx := context.Background()
@@ -117,6 +124,19 @@ func kvValue(t *testing.T, c *redis.Client, k kvKey) string {
 			}
 		}
 		return strings.Join(pairs, " ")
+	case "list":
+		v, err := c.Do(ctx, "LRANGE", k.key, 0, -1).StringSlice()
+		if err != nil {
+			t.Fatalf("LRANGE %s 0 -1: %v", k.key, err)
+		}
+		return strings.Join(v, "|")
+	case "set":
+		v, err := c.Do(ctx, "SMEMBERS", k.key).StringSlice()
+		if err != nil {
+			t.Fatalf("SMEMBERS %s: %v", k.key, err)
+		}
+		slices.Sort(v)
+		return strings.Join(v, "|")
 	}
 	t.Fatalf("kind %q", k.typ)
 	return ""
