@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/rlserver/rlserver/slots"
 )
 
@@ -416,6 +418,11 @@ func TestShardedMovesLinearizable(t *testing.T) {
 	c := startSharded(t, 2)
 	c.checkOwners(1, 20*time.Second)
 	keys := moveKeys()
+	// Every data kind (lists and sets too), in the moving range, moves
+	// with its slot each round.
+	data := kvKeys(rangeTag() + "kv:")
+	written := time.Now()
+	writeKV(t, []*redis.Client{groupLeaderClient(t, c, 1)}, data)
 	ld := startMoveLoad(t, c, 6, keys)
 	time.Sleep(300 * time.Millisecond)
 
@@ -486,10 +493,32 @@ func TestShardedMovesLinearizable(t *testing.T) {
 	}
 	ld.end()
 	c.converge(20 * time.Second)
+	checkKV(t, fmt.Sprintf("after %d moves, on group %d", rounds, owner), groupLeaderClient(t, c, owner), data, written)
 	if res := ld.h.checkMoves(t, 2*time.Minute); res != porcupine.Ok {
 		t.Fatalf("history across slot moves is not linearizable: %s (set RL_PORCUPINE_HTML=file.html to see it)", res)
 	}
 	t.Logf("%d moves (took %s); %s; total %v", rounds, strings.Join(tooks, " "), ld.h.summary(), time.Since(started).Round(time.Millisecond))
+}
+
+// rangeTag is a hash tag whose slot is in the moving range.
+func rangeTag() string {
+	for i := 0; ; i++ {
+		tag := "kv" + strconv.Itoa(i)
+		if s := slots.OfString(tag); s >= moveFirst && s <= moveLast {
+			return "{" + tag + "}"
+		}
+	}
+}
+
+// groupLeaderClient is a client of group g's leader (once it has one).
+func groupLeaderClient(t *testing.T, c *pcluster, g int) *redis.Client {
+	t.Helper()
+	var id string
+	pollUntil(t, 10*time.Second, fmt.Sprintf("a leader of group %d", g), func() bool {
+		id = groupLeaders(c.live()[0])[g]
+		return id != ""
+	})
+	return clusterClient(t, c.node(id).respAddr)
 }
 
 func orNone(s string) string {
