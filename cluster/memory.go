@@ -100,3 +100,7 @@ func (n *Node) wrapNoCreate(dst []byte) []byte {
 	}
 	return dst
 }
+
+// CmdWrites counts the data commands that changed a key on this replica
+// (engine.Engine.CmdWrites): parked blocking clients watch it.
+func (n *Node) CmdWrites() uint64 { return n.fsm.eng.CmdWrites() }

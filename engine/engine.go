@@ -418,6 +418,18 @@ func (e *Engine) Changes() uint64 {
 	return n
 }
 
+// CmdWrites counts the data commands that changed a key since New (on
+// this replica: in a cluster, those every replica applies from the log).
+// Limiter decisions do not count. A parked blocking client retries when
+// it moves.
+func (e *Engine) CmdWrites() uint64 {
+	var n uint64
+	for _, s := range e.shards {
+		n += s.cmdWrites.Load()
+	}
+	return n
+}
+
 // Sweep examines up to budget keys per shard and drops those whose state is
 // empty again at nowNanos. It returns the totals examined and dropped, so a
 // caller can sweep again at once when many keys were expired.

@@ -34,6 +34,10 @@ type shard struct {
 	// readers of Changes touch the atomic's cache line.
 	dirty   uint64
 	changes atomic.Uint64
+	// cmdWrites counts the data commands (OpCmd) that changed a key:
+	// parked blocking clients watch it (Engine.CmdWrites); limiter
+	// decisions never touch it.
+	cmdWrites atomic.Uint64
 
 	hashes []uint64 // warm's scratch
 	warmed uint32   // warm's loads end here, so the compiler keeps them
@@ -319,7 +323,11 @@ func (s *shard) apply(r *Request, out *Result) {
 	case OpShape:
 		s.applyBucket(KindShape, r, out, shape)
 	case OpCmd:
+		before := s.dirty
 		out.Reply = s.replies.exec(r.Cmd, s)
+		if s.dirty != before {
+			s.cmdWrites.Add(1)
+		}
 	case OpDel:
 		if i, ok := s.lookup(r.Key, hashKey(r.Key)); ok {
 			s.remove(i)

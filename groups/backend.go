@@ -198,6 +198,16 @@ func (h *Host) Usage(ctx context.Context) (engine.Usage, error) {
 	return u, nil
 }
 
+// CmdWrites sums the data writes applied by the groups held here
+// (server.CmdWriter): a parked client's key may be in any of them.
+func (h *Host) CmdWrites() uint64 {
+	var n uint64
+	for _, m := range h.set.Load().ordered {
+		n += m.node.CmdWrites()
+	}
+	return n
+}
+
 // MemoryLeader reports whether this node leads a data group: only leaders
 // decide to refuse or evict (memlimit.Backend).
 func (h *Host) MemoryLeader() bool {

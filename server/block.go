@@ -34,11 +34,56 @@ import (
 //     LPUSH + DEL in one MULTI wakes nobody with an element, and the
 //     pusher reads its reply after the blocked client has its element,
 //     as in Redis.
-//   - every blockPoll, for writes that reach the keys through other nodes
-//     of a cluster (a node sees its own clients' writes only).
+//   - within applyWatch of a data write that reaches this node's replicas
+//     any other way: in a cluster, a write through another node that this
+//     node applies from the log (its leader's or a follower's copy).
+//     While clients are parked, one goroutine reads the backend's count of
+//     data writes (CmdWriter) every applyWatch and nudges them when it
+//     moved; limiter decisions do not move it.
+//   - every blockPoll, for what neither reaches: a write to a group this
+//     node holds no replica of (--cluster-redirect forward).
 
 // blockPoll is how often a parked client retries on its own.
 const blockPoll = time.Second
+
+// applyWatch is how often the parked clients' watcher reads CmdWrites.
+const applyWatch = 10 * time.Millisecond
+
+// CmdWriter is a backend that counts the data commands that changed a
+// key on this node's replicas (engine.Engine.CmdWrites), however they
+// came: parked clients are retried when it moves.
+type CmdWriter interface {
+	CmdWrites() uint64
+}
+
+// watchApplies runs while clients are parked: it nudges them when the
+// backend's count of data writes moves. It ends when none is parked.
+func (s *Server) watchApplies(cw CmdWriter) {
+	seen := cw.CmdWrites()
+	t := time.NewTicker(applyWatch)
+	defer t.Stop()
+	for range t.C {
+		if s.blocked.n.Load() == 0 {
+			s.blocked.watching.Store(false)
+			// A client that parked since the check found the flag still
+			// set and counts on this goroutine.
+			if s.blocked.n.Load() == 0 || !s.blocked.watching.CompareAndSwap(false, true) {
+				return
+			}
+		}
+		if n := cw.CmdWrites(); n != seen {
+			seen = n
+			s.blocked.mu.Lock()
+			for _, w := range s.blocked.list {
+				select {
+				case w.nudge <- struct{}{}:
+				default: // one is pending
+				}
+			}
+			s.blocked.mu.Unlock()
+		}
+	}
+}
 
 // textUnblocked is the reply of a client that CLIENT UNBLOCK ... ERROR
 // ends, as Redis's.
@@ -46,9 +91,10 @@ const textUnblocked = "UNBLOCKED client unblocked via CLIENT UNBLOCK"
 
 // blockedSet is the parked clients, in the order they parked.
 type blockedSet struct {
-	n    atomic.Int64 // len(list), read without mu
-	mu   sync.Mutex
-	list []*waiter
+	n        atomic.Int64 // len(list), read without mu
+	watching atomic.Bool  // watchApplies runs
+	mu       sync.Mutex
+	list     []*waiter
 }
 
 // waiter is a parked client. claimed is set while one goroutine runs its
@@ -59,6 +105,7 @@ type waiter struct {
 	try     chan struct{} // a writer claimed it: retry now
 	tried   chan struct{} // the retry is done (the writer waits for it)
 	kick    chan bool     // CLIENT UNBLOCK: true for ERROR, false for TIMEOUT
+	nudge   chan struct{} // watchApplies: a data write was applied here
 	claimed bool
 	again   bool
 }
@@ -191,11 +238,14 @@ func (s *Server) runBlocking(c *client, cmd *command.Cmd, args [][]byte) outcome
 	if err := c.rep.conn.w.Flush(); err != nil { // what came before, as Redis sends it
 		return cmdQuit
 	}
-	w := &waiter{id: c.id, try: make(chan struct{}), tried: make(chan struct{}), kick: make(chan bool, 1)}
+	w := &waiter{id: c.id, try: make(chan struct{}), tried: make(chan struct{}), kick: make(chan bool, 1), nudge: make(chan struct{}, 1)}
 	s.blocked.add(w)
+	if cw, ok := s.backend.(CmdWriter); ok && s.blocked.watching.CompareAndSwap(false, true) {
+		go s.watchApplies(cw)
+	}
 	closed, stopWatch := watchClosed(c.rep.conn)
 	defer stopWatch()
-	poll := time.NewTicker(blockPoll)
+	poll := time.NewTicker(testBlockPoll())
 	defer poll.Stop()
 	// hold: this goroutine holds the claim and retries now; fromWriter: a
 	// writer's wakeBlocked gave it and waits for the retry to end; end,
@@ -242,6 +292,8 @@ func (s *Server) runBlocking(c *client, cmd *command.Cmd, args [][]byte) outcome
 		case <-w.try:
 			hold, fromWriter = true, true
 		case <-poll.C:
+			hold = s.blocked.claim(w)
+		case <-w.nudge:
 			hold = s.blocked.claim(w)
 		case withError := <-w.kick:
 			end = func() { s.writeNullArray(c) }

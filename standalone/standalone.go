@@ -67,6 +67,9 @@ func (b *Backend) ExpiredKeys() int64 { return b.expired.Load() }
 // Usage reads the engine's stored keys and table memory.
 func (b *Backend) Usage(ctx context.Context) (engine.Usage, error) { return b.eng.Usage(ctx) }
 
+// CmdWrites counts the data writes applied (server.CmdWriter).
+func (b *Backend) CmdWrites() uint64 { return b.eng.CmdWrites() }
+
 // MemoryLeader is always true: a standalone server decides for itself.
 func (b *Backend) MemoryLeader() bool { return true }
 
