@@ -37,6 +37,7 @@ type Remote struct {
 
 	mu       sync.Mutex
 	conns    map[string]*peerConn // by Raft address; a dead one is dialled again
+	dialing  map[string]bool      // addresses being dialled (outside mu)
 	leader   string               // the address that last served a call
 	closed   bool
 	inflight int // calls running (Close waits for them to close the connections)
@@ -64,7 +65,7 @@ func NewRemote(cfg RemoteConfig) *Remote {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Remote{cfg: cfg, log: log.With("group", cfg.Group), conns: map[string]*peerConn{}}
+	return &Remote{cfg: cfg, log: log.With("group", cfg.Group), conns: map[string]*peerConn{}, dialing: map[string]bool{}}
 }
 
 // Close makes later calls fail with ErrNotAppended (nothing sent: the
@@ -277,24 +278,44 @@ func (r *Remote) order() []string {
 }
 
 // conn returns a live connection to addr, dialling it (and saying
-// hello: dialHello) when there is none. Its errors mean nothing was sent.
+// hello: dialHello) when there is none. The dial runs outside r.mu, so
+// calls to the other replicas go on while one is unreachable (a dial may
+// take up to a second); a call that finds addr being dialled by another
+// leaves it for the next (errDialing). Its errors mean nothing was sent.
 func (r *Remote) conn(addr string) (*peerConn, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.closed {
+		r.mu.Unlock()
 		return nil, errRemoteClosed
 	}
 	if p := r.conns[addr]; p != nil && !p.isDead() {
+		r.mu.Unlock()
 		return p, nil
 	}
 	delete(r.conns, addr)
+	if r.dialing[addr] {
+		r.mu.Unlock()
+		return nil, errDialing
+	}
+	r.dialing[addr] = true
+	r.mu.Unlock()
 	// An empty hello: this process is no member of the group, and has
 	// no client address for the group's nodes to learn.
 	hello := codec.AppendString(codec.AppendString(nil, ""), "")
 	p, _, err := dialHello(raft.ServerAddress(addr), r.cfg.Group, min(time.Second, r.cfg.CommitTimeout), r.cfg.DialTLS, hello)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.dialing, addr)
 	if err != nil {
 		return nil, err
+	}
+	if r.closed {
+		p.close() // Close came meanwhile: nothing was sent on it
+		return nil, errRemoteClosed
 	}
 	r.conns[addr] = p
 	return p, nil
 }
+
+// errDialing: another call is dialling the address; nothing was sent.
+var errDialing = errors.New("remote: the address is being dialled")

@@ -230,3 +230,62 @@ func TestRemoteNoReplica(t *testing.T) {
 		t.Fatalf("after Close: err %v, want %v", err, ErrNotAppended)
 	}
 }
+
+// TestRemoteDialsOutsideItsLock: while one call dials a replica that
+// accepts and never answers (the dial waits up to a second), a call to
+// the group's leader, whose connection is open, is served at once: it
+// returns before the stuck dial does.
+func TestRemoteDialsOutsideItsLock(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	lead := c.leader()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, conn) // accepted, never answered
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		for _, conn := range held {
+			conn.Close()
+		}
+		mu.Unlock()
+	}()
+	stuck := ln.Addr().String()
+	r := NewRemote(RemoteConfig{CommitTimeout: 5 * time.Second, Addrs: func() []string { return []string{lead.addr, stuck} }})
+	defer r.Close()
+	res := make([]engine.Result, 1)
+	if err := r.Do(context.Background(), []engine.Request{allow(t, "k", 5, 1e-6, 1)}, res); err != nil {
+		t.Fatalf("first call: %v", err) // opens the leader's connection
+	}
+
+	dialed := make(chan error, 1)
+	go func() {
+		_, err := r.conn(stuck)
+		dialed <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the dial is under way
+	if err := r.Do(context.Background(), []engine.Request{allow(t, "k", 5, 1e-6, 1)}, res); err != nil || !res[0].Allowed {
+		t.Fatalf("call during the stuck dial: %v, allowed %v", err, res[0].Allowed)
+	}
+	select {
+	case err := <-dialed:
+		t.Fatalf("the stuck dial ended (%v) before the call to the leader was served: the call waited for it", err)
+	default:
+	}
+	if err := <-dialed; err == nil {
+		t.Fatal("a dial to a replica that never answers its hello succeeded")
+	}
+}
