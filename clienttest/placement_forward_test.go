@@ -122,6 +122,34 @@ func TestPlacedForward(t *testing.T) {
 	if err := untilApplied(t, func() (err error) { size, err = n1.DBSize(ctx).Result(); return err }); err != nil || size != int64(len(keys)) {
 		t.Fatalf("DBSIZE through n1: %d, %v; want %d (every group, forwarding)", size, err, len(keys))
 	}
+	// SCAN and KEYS through n1 list every group's keys, those of groups
+	// it does not hold through their leaders, each once.
+	var scanned []string
+	if err := untilApplied(t, func() error {
+		scanned = scanned[:0]
+		var cursor uint64
+		for {
+			page, next, err := n1.Scan(ctx, cursor, "*", 3).Result()
+			if err != nil {
+				return err
+			}
+			scanned = append(scanned, page...)
+			if cursor = next; cursor == 0 {
+				return nil
+			}
+		}
+	}); err != nil {
+		t.Fatalf("SCAN through n1: %v", err)
+	}
+	slices.Sort(scanned)
+	want := slices.Sorted(slices.Values(keys))
+	if !slices.Equal(scanned, want) {
+		t.Fatalf("SCAN through n1 listed %q, want every key once: %q", scanned, want)
+	}
+	var listed []string
+	if err := untilApplied(t, func() (err error) { listed, err = n1.Keys(ctx, "pfwd*").Result(); return err }); err != nil || len(listed) != len(keys) {
+		t.Fatalf("KEYS pfwd* through n1: %d keys, %v; want %d", len(listed), err, len(keys))
+	}
 
 	// Data commands, a transaction, a script and a policy check on keys
 	// of a group n1 does not hold (each idempotent, so sent again after

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
 	"github.com/rlserver/rlserver/cluster/entry"
 	"github.com/rlserver/rlserver/cluster/internal/codec"
+	"github.com/rlserver/rlserver/engine"
 )
 
 // Forwarding: a follower sends the batches its clients give it to the leader
@@ -54,7 +56,15 @@ const (
 	// msgSlots: body: a move step (ownership.ImportStep, ...); reply: a
 	// state op's (stateop.go).
 	msgSlots byte = 14
+	// msgScan: body: uvarint cursor, uvarint count; reply: uvarint next
+	// cursor, then per key a byte kind and the key (codec bytes). Served
+	// by the group's leader from its replica (a follower answers
+	// statusNotLeader), as SCAN through a node that holds no replica.
+	msgScan byte = 15
 )
+
+// maxScanCount bounds the keys one msgScan asks for.
+const maxScanCount = 1 << 16
 
 // Reply statuses. Append-only.
 const (
@@ -297,6 +307,22 @@ func (n *Node) handleForwardMsg(ctx context.Context, typ byte, payload []byte) (
 	case msgFlush:
 		_, err := n.applySimple(ctx, entry.Flush, true)
 		return statusOf(err), nil
+	case msgScan:
+		cursor, count := d.Uvarint(), d.Uvarint()
+		if d.Err != nil {
+			return statusBadRequest, nil
+		}
+		if !n.IsLeader() {
+			return statusNotLeader, nil
+		}
+		var keys []byte
+		next, err := n.Scan(ctx, cursor, int(min(max(count, 1), maxScanCount)), func(key []byte, k engine.Kind) {
+			keys = codec.AppendString(append(keys, byte(k)), string(key))
+		})
+		if err != nil {
+			return statusOf(err), nil
+		}
+		return statusOK, append(binary.AppendUvarint(nil, next), keys...)
 	case msgLen:
 		v, err := n.applySimple(ctx, entry.Len, true)
 		if err != nil {

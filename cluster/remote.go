@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -142,6 +143,32 @@ func (r *Remote) Len(ctx context.Context) (int, error) {
 		return 0, ErrUnknownOutcome
 	}
 	return int(v), nil
+}
+
+// Scan continues a walk of the group's keys from cursor on its leader's
+// replica (engine cursors) and gives fn each key and its kind; the next
+// cursor is 0 when the walk is done.
+func (r *Remote) Scan(ctx context.Context, cursor uint64, count int, fn func(key []byte, k engine.Kind)) (uint64, error) {
+	payload := binary.AppendUvarint(binary.AppendUvarint(nil, cursor), uint64(max(count, 1)))
+	body, err := r.call(ctx, func(ctx context.Context, p *peerConn) ([]byte, error) {
+		return callDeadline(ctx, r.log, p, msgScan, payload, r.cfg.CommitTimeout)
+	})
+	if err != nil {
+		return 0, err
+	}
+	d := codec.Reader{B: body}
+	next := d.Uvarint()
+	for d.Err == nil && len(d.B) > 0 {
+		k := engine.Kind(d.Byte())
+		key := d.Bytes()
+		if d.Err == nil {
+			fn(key, k)
+		}
+	}
+	if d.Err != nil {
+		return 0, fmt.Errorf("cluster: a malformed scan reply from group %d", r.cfg.Group)
+	}
+	return next, nil
 }
 
 // Flush removes every key of the group (FLUSHALL), through its leader.
