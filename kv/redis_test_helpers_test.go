@@ -193,3 +193,40 @@ func readReply(r *bufio.Reader, out *strings.Builder) error {
 	}
 	return errors.New("unknown reply type " + line[:1])
 }
+
+// compareRandom runs rounds commands from gen, in RESP2 and then RESP3
+// (each from an empty keyspace), on redis-server and on a fresh kv
+// environment, and fails on the first replies that differ (up to ten
+// are shown). skip, when set, gets each line with both replies and says
+// which to leave uncompared (a random pick).
+func compareRandom(t *testing.T, r *testRedis, rounds int, gen func() string, skip func(line, got, want string) bool) {
+	t.Helper()
+	for _, resp3 := range []bool{false, true} {
+		c, err := r.dial(resp3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.do([][]byte{[]byte("FLUSHALL")}); err != nil {
+			t.Fatal(err)
+		}
+		h := newHZEnv(t)
+		fails := 0
+		for range rounds {
+			line := gen()
+			args := hzArgs(t, line)
+			want, err := c.do(args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := h.doArgs(resp3, args)
+			if got == want || (skip != nil && skip(line, got, want)) {
+				continue
+			}
+			t.Errorf("resp3=%v %s:\n got %q\nwant %q", resp3, line, got, want)
+			if fails++; fails > 10 {
+				t.FailNow()
+			}
+		}
+		c.close()
+	}
+}
