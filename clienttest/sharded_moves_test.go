@@ -423,6 +423,13 @@ func TestShardedMovesLinearizable(t *testing.T) {
 	data := kvKeys(rangeTag() + "kv:")
 	written := time.Now()
 	writeKV(t, []*redis.Client{groupLeaderClient(t, c, 1)}, data)
+	// A string past 512 KiB: a record of more than 65,536 fields, which
+	// a move's chunk once refused.
+	big := strings.Repeat("0123456789abcdef", 40_000) + "!"
+	bigKey := rangeTag() + "kv:big"
+	if err := groupLeaderClient(t, c, 1).Set(context.Background(), bigKey, big, 0).Err(); err != nil {
+		t.Fatalf("SET %s: %v", bigKey, err)
+	}
 	ld := startMoveLoad(t, c, 6, keys)
 	time.Sleep(300 * time.Millisecond)
 
@@ -493,7 +500,11 @@ func TestShardedMovesLinearizable(t *testing.T) {
 	}
 	ld.end()
 	c.converge(20 * time.Second)
-	checkKV(t, fmt.Sprintf("after %d moves, on group %d", rounds, owner), groupLeaderClient(t, c, owner), data, written)
+	final := groupLeaderClient(t, c, owner)
+	checkKV(t, fmt.Sprintf("after %d moves, on group %d", rounds, owner), final, data, written)
+	if got, err := final.Get(context.Background(), bigKey).Result(); err != nil || got != big {
+		t.Fatalf("%s after %d moves: %d bytes, %v; want %d", bigKey, rounds, len(got), err, len(big))
+	}
 	if res := ld.h.checkMoves(t, 2*time.Minute); res != porcupine.Ok {
 		t.Fatalf("history across slot moves is not linearizable: %s (set RL_PORCUPINE_HTML=file.html to see it)", res)
 	}

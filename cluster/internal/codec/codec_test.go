@@ -53,3 +53,26 @@ func TestErrorSticks(t *testing.T) {
 		t.Fatal("a record count beyond the input was accepted")
 	}
 }
+
+// TestRecordsLargeValue: a record of a million fields (a string of 8 MiB,
+// the value bound) reads back whole, as a slot move's chunk carries it;
+// a count of fields past the bytes left is refused.
+func TestRecordsLargeValue(t *testing.T) {
+	big := engine.Record{Key: "big", Kind: 9, Fields: make([]int64, 1<<20+3)}
+	for i := range big.Fields {
+		big.Fields[i] = int64(i) * 0x0101010101
+	}
+	b := AppendRecord(binary.AppendUvarint(nil, 1), &big)
+	r := Reader{B: b}
+	got := r.Records()
+	if r.Err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], big) {
+		t.Fatalf("a record of %d fields: err %v, %d records read", len(big.Fields), r.Err, len(got))
+	}
+	bad := AppendString(binary.AppendUvarint(nil, 1), "k")
+	bad = binary.AppendUvarint(append(bad, 1), 1000) // 1000 fields announced, 2 bytes follow
+	bad = append(bad, 0, 0)
+	r = Reader{B: bad}
+	if r.Records(); r.Err == nil {
+		t.Fatal("a field count past the bytes left was read")
+	}
+}
