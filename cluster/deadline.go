@@ -114,7 +114,7 @@ func (n *Node) handleDeadline(ctx context.Context, payload []byte, inner bool) (
 		return statusBadRequest, nil
 	}
 	switch typ {
-	case msgBatchNoDeadline, msgFlush, msgLen, msgJoin, msgRemove, msgPolicy, msgMeta, msgSlots:
+	case msgBatchNoDeadline, msgFlush, msgLen, msgJoin, msgRemove, msgPolicy, msgMeta, msgSlots, msgScan, msgMoveStatus, msgExport:
 	default:
 		return statusBadRequest, nil
 	}

@@ -14,7 +14,9 @@ import (
 
 	"github.com/rlserver/rlserver/cluster/entry"
 	"github.com/rlserver/rlserver/cluster/internal/codec"
+	"github.com/rlserver/rlserver/cluster/ownership"
 	"github.com/rlserver/rlserver/engine"
+	"github.com/rlserver/rlserver/slots"
 )
 
 // Forwarding: a follower sends the batches its clients give it to the leader
@@ -61,6 +63,16 @@ const (
 	// by the group's leader from its replica (a follower answers
 	// statusNotLeader), as SCAN through a node that holds no replica.
 	msgScan byte = 15
+	// msgMoveStatus: body: uvarint move id; reply: byte 1 and the move's
+	// progress on the leader's replica (moveStatusBody), or byte 0 when
+	// it has none. Served by the group's leader.
+	msgMoveStatus byte = 16
+	// msgExport: body: uvarint move id, uvarint start, uvarint end,
+	// string after, uvarint byte budget; reply: varint export clock, byte
+	// more, uvarint count, records (codec.AppendRecord) in key order.
+	// Served by the source's leader once it has applied the move's freeze
+	// (statusNotLeader before: the caller tries again).
+	msgExport byte = 17
 )
 
 // maxScanCount bounds the keys one msgScan asks for.
@@ -323,6 +335,44 @@ func (n *Node) handleForwardMsg(ctx context.Context, typ byte, payload []byte) (
 			return statusOf(err), nil
 		}
 		return statusOK, append(binary.AppendUvarint(nil, next), keys...)
+	case msgMoveStatus:
+		id := d.Uvarint()
+		if d.Err != nil {
+			return statusBadRequest, nil
+		}
+		if !n.IsLeader() {
+			return statusNotLeader, nil
+		}
+		p, ok := n.Move(id)
+		if !ok {
+			return statusOK, []byte{0}
+		}
+		return statusOK, appendProgress([]byte{1}, p)
+	case msgExport:
+		id, start, end, after, budget := d.Uvarint(), d.Uvarint(), d.Uvarint(), string(d.Bytes()), d.Uvarint()
+		if d.Err != nil || start > end || end >= slots.Count {
+			return statusBadRequest, nil
+		}
+		if _, frozen := n.Move(id); !n.IsLeader() || !frozen {
+			return statusNotLeader, nil
+		}
+		recs, clock, err := n.ExportSlots(ctx, int(start), int(end), after)
+		if err != nil {
+			return statusOf(err), nil
+		}
+		more, size := byte(0), 0
+		for i, r := range recs {
+			if size += len(r.Key) + 10*len(r.Fields) + 16; size > int(min(budget, maxFrame/2)) && i > 0 {
+				recs, more = recs[:i], 1
+				break
+			}
+		}
+		body := append(binary.AppendVarint(nil, clock), more)
+		body = binary.AppendUvarint(body, uint64(len(recs)))
+		for i := range recs {
+			body = codec.AppendRecord(body, &recs[i])
+		}
+		return statusOK, body
 	case msgLen:
 		v, err := n.applySimple(ctx, entry.Len, true)
 		if err != nil {
@@ -504,4 +554,33 @@ func forwardReply(r reply, err error) ([]byte, error) {
 		return nil, err
 	}
 	return r.body, nil
+}
+
+// appendProgress encodes a move's progress for msgMoveStatus.
+func appendProgress(dst []byte, p ownership.Progress) []byte {
+	dst = binary.AppendUvarint(dst, p.ID)
+	dst = binary.AppendUvarint(binary.AppendUvarint(dst, uint64(p.Start)), uint64(p.End))
+	dst = append(dst, b2byte(p.Target), b2byte(p.Done))
+	dst = binary.AppendVarint(dst, p.ExportClock)
+	dst = codec.AppendString(dst, p.LastKey)
+	return binary.AppendUvarint(dst, uint64(p.Keys))
+}
+
+// readProgress decodes appendProgress.
+func readProgress(d *codec.Reader) ownership.Progress {
+	var p ownership.Progress
+	p.ID = d.Uvarint()
+	p.Start, p.End = int(d.Uvarint()), int(d.Uvarint())
+	p.Target, p.Done = d.Byte() == 1, d.Byte() == 1
+	p.ExportClock = d.Varint()
+	p.LastKey = string(d.Bytes())
+	p.Keys = int(d.Uvarint())
+	return p
+}
+
+func b2byte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }

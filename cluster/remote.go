@@ -14,6 +14,7 @@ import (
 
 	"github.com/rlserver/rlserver/cluster/entry"
 	"github.com/rlserver/rlserver/cluster/internal/codec"
+	"github.com/rlserver/rlserver/cluster/ownership"
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/policy"
 )
@@ -169,6 +170,103 @@ func (r *Remote) Scan(ctx context.Context, cursor uint64, count int, fn func(key
 		return 0, fmt.Errorf("cluster: a malformed scan reply from group %d", r.cfg.Group)
 	}
 	return next, nil
+}
+
+// The steps of a slot move, sent to the group's leader as a replica of it
+// would forward them (msgSlots): a driver that holds no replica of a
+// move's source or target reaches it so. Each is the cluster.Node method
+// of the same name.
+
+// ImportSlots opens move id's range on the target.
+func (r *Remote) ImportSlots(ctx context.Context, id uint64, start, end int) error {
+	_, err := r.slotsStep(ctx, ownership.ImportStep(id, start, end))
+	return err
+}
+
+// FreezeSlots freezes move id's range on the source and returns the
+// export clock.
+func (r *Remote) FreezeSlots(ctx context.Context, id uint64, start, end int) (int64, error) {
+	return r.slotsStep(ctx, ownership.FreezeStep(id, start, end))
+}
+
+// ImportChunk adds records to move id's target.
+func (r *Remote) ImportChunk(ctx context.Context, id uint64, clock int64, recs []engine.Record) error {
+	_, err := r.slotsStep(ctx, ownership.ChunkStep(id, clock, recs))
+	return err
+}
+
+// CommitImport makes the target own move id's range.
+func (r *Remote) CommitImport(ctx context.Context, id uint64, clock int64) error {
+	_, err := r.slotsStep(ctx, ownership.CommitStep(id, clock))
+	return err
+}
+
+// ReleaseSlots drops move id's range at the source.
+func (r *Remote) ReleaseSlots(ctx context.Context, id uint64) (int, error) {
+	v, err := r.slotsStep(ctx, ownership.ReleaseStep(id))
+	return int(v), err
+}
+
+// slotsStep sends a move step and reads the leader's answer (stateOp's
+// forwarded reply: a value, or a refusal by the group's state).
+func (r *Remote) slotsStep(ctx context.Context, op []byte) (int64, error) {
+	reply, err := r.call(ctx, func(ctx context.Context, p *peerConn) ([]byte, error) {
+		return callDeadline(ctx, r.log, p, msgSlots, op, r.cfg.CommitTimeout)
+	})
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case len(reply) > 0 && reply[0] == 1:
+		return 0, slotsOps.refused(string(reply[1:]))
+	case len(reply) == 0:
+		return 0, ErrUnknownOutcome
+	}
+	v, m := binary.Varint(reply[1:])
+	if m <= 0 {
+		return 0, ErrUnknownOutcome
+	}
+	return v, nil
+}
+
+// MoveStatus reports move id as the group's leader has applied it.
+func (r *Remote) MoveStatus(ctx context.Context, id uint64) (ownership.Progress, bool, error) {
+	reply, err := r.call(ctx, func(ctx context.Context, p *peerConn) ([]byte, error) {
+		return callDeadline(ctx, r.log, p, msgMoveStatus, binary.AppendUvarint(nil, id), r.cfg.CommitTimeout)
+	})
+	if err != nil {
+		return ownership.Progress{}, false, err
+	}
+	d := codec.Reader{B: reply}
+	if d.Byte() != 1 {
+		return ownership.Progress{}, false, d.Err
+	}
+	p := readProgress(&d)
+	return p, true, d.Err
+}
+
+// ExportPage reads, from the source's leader once it has applied move
+// id's freeze, the records of slots [start, end] after the key after, in
+// key order, up to about budget bytes; more reports that the page was
+// cut there.
+func (r *Remote) ExportPage(ctx context.Context, id uint64, start, end int, after string, budget int) (recs []engine.Record, clock int64, more bool, err error) {
+	body := binary.AppendUvarint(nil, id)
+	body = binary.AppendUvarint(binary.AppendUvarint(body, uint64(start)), uint64(end))
+	body = binary.AppendUvarint(codec.AppendString(body, after), uint64(budget))
+	reply, err := r.call(ctx, func(ctx context.Context, p *peerConn) ([]byte, error) {
+		return callDeadline(ctx, r.log, p, msgExport, body, r.cfg.CommitTimeout)
+	})
+	if err != nil {
+		return nil, 0, false, err
+	}
+	d := codec.Reader{B: reply}
+	clock = d.Varint()
+	more = d.Byte() == 1
+	recs = d.Records()
+	if d.Err != nil {
+		return nil, 0, false, fmt.Errorf("cluster: a malformed export from group %d", r.cfg.Group)
+	}
+	return recs, clock, more, nil
 }
 
 // Flush removes every key of the group (FLUSHALL), through its leader.

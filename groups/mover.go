@@ -26,6 +26,10 @@ import (
 // append.
 const chunkBytes = 2 << 20
 
+// exportBytes bounds one page of a source's records read from its leader
+// (a move driven from a node without a replica of the source).
+const exportBytes = 8 * chunkBytes
+
 // MoveSlots records a move of slots [start, end] to group target and
 // returns its id; the meta group's leader carries it out. It returns once
 // the move is recorded; MoveStatus and RL.CLUSTER MOVES follow it.
@@ -88,9 +92,9 @@ var errNotMetaLeader = errors.New("no longer the move's driver")
 // factor. With one (--replicas) the driver needs replicas of both
 // groups: the meta group's leader when it holds them, otherwise the
 // first node by id that holds voting replicas of both and is neither
-// dead nor draining. (With R = 3 any two groups share a node on up to
-// five nodes; on more, a move between two groups that share none waits
-// until the placement puts them together.) Two nodes that both take
+// dead nor draining, or, when no node holds both (with R = 3, possible
+// from six nodes), the meta group's leader, through the leaders of the
+// groups it does not hold. Two nodes that both take
 // themselves for the driver for a moment, as two meta leaders may, are
 // safe: every step is recorded in the logs and refused out of order.
 func (h *Host) drivesMove(d *ownership.Directory, mv *ownership.Move) bool {
@@ -111,7 +115,9 @@ func (h *Host) drivesMove(d *ownership.Directory, mv *ownership.Move) bool {
 			return id == h.cfg.Node.NodeID
 		}
 	}
-	return false
+	// No live node holds both: the meta leader drives it, reaching the
+	// groups it does not hold through their leaders (moveSide).
+	return h.meta.IsLeader()
 }
 
 // step retries f until it succeeds, this node stops driving the move in
@@ -143,12 +149,12 @@ func (h *Host) step(what string, f func(ctx context.Context) error) error {
 // end.
 func (h *Host) driveMove(mv ownership.Move) error {
 	start := time.Now()
-	var src, dst *member
+	var src, dst moveSide
 	if err := h.step("find the groups", func(context.Context) error {
 		gs := h.set.Load()
-		src, dst = gs.byID[mv.Source], gs.byID[mv.Target]
+		src, dst = h.moveSide(gs, mv.Source), h.moveSide(gs, mv.Target)
 		if src == nil || dst == nil {
-			return fmt.Errorf("group %d or %d is not open here yet", mv.Source, mv.Target)
+			return fmt.Errorf("group %d or %d is not reachable from here yet", mv.Source, mv.Target)
 		}
 		return nil
 	}); err != nil {
@@ -156,14 +162,14 @@ func (h *Host) driveMove(mv ownership.Move) error {
 	}
 	if mv.State == ownership.MoveBegun {
 		if err := h.step("import", func(ctx context.Context) error {
-			return dst.node.ImportSlots(ctx, mv.ID, mv.Start, mv.End)
+			return dst.ImportSlots(ctx, mv.ID, mv.Start, mv.End)
 		}); err != nil {
 			return err
 		}
 		if plantedCommitFirst() {
 			// Planted bug: the target commits (and the directory
 			// switches) before the source froze and its state was copied.
-			if err := h.step("commit", func(ctx context.Context) error { return dst.node.CommitImport(ctx, mv.ID, 0) }); err != nil {
+			if err := h.step("commit", func(ctx context.Context) error { return dst.CommitImport(ctx, mv.ID, 0) }); err != nil {
 				return err
 			}
 			if err := h.step("record the commit", func(ctx context.Context) error { return h.meta.MoveCommitted(ctx, mv.ID) }); err != nil {
@@ -171,32 +177,29 @@ func (h *Host) driveMove(mv ownership.Move) error {
 			}
 		}
 		if err := h.step("freeze", func(ctx context.Context) error {
-			_, err := h.freeze(ctx, src.node, mv)
+			_, err := h.freeze(ctx, src, mv)
 			return err
-		}); err != nil {
-			return err
-		}
-		// Export from this node's replica of the source once it has
-		// applied the freeze: the range's records no longer change.
-		if err := h.step("wait for the freeze here", func(context.Context) error {
-			if _, ok := src.node.Move(mv.ID); !ok && !plantedNoFreeze() {
-				time.Sleep(5 * time.Millisecond)
-				return errors.New("freeze not applied here yet")
-			}
-			return nil
 		}); err != nil {
 			return err
 		}
 		// A target that committed already (a driver before this one got
 		// that far) takes no more chunks: go on to record the commit.
+		var p ownership.Progress
+		var found bool
+		if err := h.step("read the target's progress", func(ctx context.Context) (err error) {
+			p, found, err = dst.MoveStatus(ctx, mv.ID)
+			return err
+		}); err != nil {
+			return err
+		}
 		keys, clock := 0, int64(0)
-		if p, ok := dst.node.Move(mv.ID); !ok || !p.Done {
+		if !found || !p.Done {
 			var err error
-			if keys, clock, err = h.copyRange(src.node, dst.node, mv); err != nil {
+			if keys, clock, err = h.copyRange(src, dst, mv, p.LastKey); err != nil {
 				return err
 			}
 		}
-		if err := h.step("commit", func(ctx context.Context) error { return dst.node.CommitImport(ctx, mv.ID, clock) }); err != nil {
+		if err := h.step("commit", func(ctx context.Context) error { return dst.CommitImport(ctx, mv.ID, clock) }); err != nil {
 			return err
 		}
 		if err := h.step("record the commit", func(ctx context.Context) error { return h.meta.MoveCommitted(ctx, mv.ID) }); err != nil {
@@ -206,7 +209,7 @@ func (h *Host) driveMove(mv ownership.Move) error {
 			"from", mv.Source, "to", mv.Target, "keys", keys, "took", time.Since(start))
 	}
 	if err := h.step("release", func(ctx context.Context) error {
-		_, err := src.node.ReleaseSlots(ctx, mv.ID)
+		_, err := src.ReleaseSlots(ctx, mv.ID)
 		if plantedNoFreeze() && errors.Is(err, ownership.ErrMoveRefused) {
 			return nil // never frozen: nothing to release
 		}
@@ -217,7 +220,7 @@ func (h *Host) driveMove(mv ownership.Move) error {
 	return h.step("record the release", func(ctx context.Context) error { return h.meta.MoveReleased(ctx, mv.ID) })
 }
 
-func (h *Host) freeze(ctx context.Context, src *cluster.Node, mv ownership.Move) (int64, error) {
+func (h *Host) freeze(ctx context.Context, src moveSide, mv ownership.Move) (int64, error) {
 	if plantedNoFreeze() {
 		// Planted bug: the source keeps answering for the range.
 		return time.Now().UnixNano(), nil
@@ -225,45 +228,58 @@ func (h *Host) freeze(ctx context.Context, src *cluster.Node, mv ownership.Move)
 	return src.FreezeSlots(ctx, mv.ID, mv.Start, mv.End)
 }
 
-// copyRange sends the source replica's records of the range to the target
-// in chunks, after the greatest key the target has (on this node's
-// replica, which may lag: the target skips keys it has), and returns the
-// records sent and the export clock. The export runs once; each chunk is
-// a step of its own, retried alone, so a range of any size is copied
-// within a commit timeout per chunk.
-func (h *Host) copyRange(src, dst *cluster.Node, mv ownership.Move) (int, int64, error) {
-	ctx, cancel := h.untilClosed()
-	defer cancel()
-	after := ""
-	if p, ok := dst.Move(mv.ID); ok {
-		after = p.LastKey
-	}
-	recs, clock, err := src.ExportSlots(ctx, mv.Start, mv.End, after)
-	if err != nil {
-		return 0, 0, err
-	}
-	if plantedNoCopy() {
-		return 0, clock, nil // planted bug: the target commits without the state
-	}
+// copyRange sends the source's records of the range to the target in
+// chunks, after after (the greatest key the target has, as its replica
+// that answered says, which may lag: the target skips keys it has), and
+// returns the records sent and the export clock. The source exports once
+// it has applied the freeze, a page at a time (a replica here answers in
+// one page, a remote leader in pages of exportBytes); each chunk is a step
+// of its own, retried alone, so a range of any size is copied within a
+// commit timeout per chunk.
+func (h *Host) copyRange(src, dst moveSide, mv ownership.Move, after string) (int, int64, error) {
 	sent := 0
-	for first := true; first || len(recs) > 0; first = false {
-		n, size := 0, 0
-		for n < len(recs) && size < chunkBytes {
-			size += len(recs[n].Key) + 8*len(recs[n].Fields) + 8
-			n++
-		}
-		// An empty range still sends one (empty) chunk: it carries the
-		// source's clock to the target.
-		chunk := recs[:n]
-		if err := h.step("copy", func(ctx context.Context) error {
-			return dst.ImportChunk(ctx, mv.ID, clock, chunk)
+	var clock int64
+	for first := true; ; first = false {
+		var recs []engine.Record
+		var more bool
+		if err := h.step("export", func(ctx context.Context) (err error) {
+			var c int64
+			recs, c, more, err = src.ExportPage(ctx, mv.ID, mv.Start, mv.End, after, exportBytes)
+			if errors.Is(err, errFreezeNotHere) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			clock = max(clock, c)
+			return err
 		}); err != nil {
 			return sent, clock, err
 		}
-		sent += n
-		recs = recs[n:]
+		if plantedNoCopy() {
+			return 0, clock, nil // planted bug: the target commits without the state
+		}
+		if len(recs) > 0 {
+			after = recs[len(recs)-1].Key
+		}
+		// An empty range still sends one (empty) chunk: it carries the
+		// source's clock to the target.
+		for firstChunk := first; firstChunk || len(recs) > 0; firstChunk = false {
+			n, size := 0, 0
+			for n < len(recs) && size < chunkBytes {
+				size += len(recs[n].Key) + 8*len(recs[n].Fields) + 8
+				n++
+			}
+			chunk := recs[:n]
+			if err := h.step("copy", func(ctx context.Context) error {
+				return dst.ImportChunk(ctx, mv.ID, clock, chunk)
+			}); err != nil {
+				return sent, clock, err
+			}
+			sent += n
+			recs = recs[n:]
+		}
+		if !more {
+			return sent, clock, nil
+		}
 	}
-	return sent, clock, nil
 }
 
 // untilClosed is a context that ends when the host closes (or cancel is

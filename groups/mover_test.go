@@ -3,6 +3,7 @@ package groups
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -259,5 +260,91 @@ func TestMovedSlotServedBeforeDirectory(t *testing.T) {
 	})
 	if held != 1 {
 		t.Fatalf("the target holds key %s %d times, want once", key, held)
+	}
+}
+
+// TestMoveBetweenGroupsOnDisjointNodes: six hosts, two groups of three
+// replicas each, placed on disjoint nodes, so no node holds both. A move
+// of slots from group 1 to group 2 is driven by the meta leader through
+// the leaders of the groups it does not hold (their remotes): it ends,
+// group 2 owns the slots in every host's directory, and the keys decided
+// before the move (capacity 1, drained) are still drained after it.
+func TestMoveBetweenGroupsOnDisjointNodes(t *testing.T) {
+	hosts := placedCluster(t, 6, 6, 2, 17400, 0)
+	d := hosts[0].h.meta.Directory()
+	g1, g2 := d.Group(1), d.Group(2)
+	if g1 == nil || g2 == nil {
+		t.Fatalf("groups: %+v", d.Groups)
+	}
+	for _, n := range g1.Replicas {
+		if slices.Contains(g2.Replicas, n) {
+			t.Fatalf("groups 1 %v and 2 %v share %s: the test needs them apart", g1.Replicas, g2.Replicas, n)
+		}
+	}
+	const first, last = 0, 199
+	if d.Slots[first] != 1 || d.Slots[last] != 1 {
+		t.Fatalf("slots %d-%d belong to %d and %d, want group 1", first, last, d.Slots[first], d.Slots[last])
+	}
+	var reqs []engine.Request
+	for i := 0; len(reqs) < 40; i++ {
+		k := fmt.Sprintf("dj%d", i)
+		if s := slots.OfString(k); s >= first && s <= last {
+			reqs = append(reqs, engine.Request{Op: engine.OpGCRA, Key: []byte(k), Limit: 1, Interval: int64(time.Hour), Cost: 1})
+		}
+	}
+	ctx := context.Background()
+	// Decides the keys through group g's recorded leader (the hosts answer
+	// MOVED for a group they do not hold), again while it is not settled.
+	decide := func(g uint32) []engine.Result {
+		t.Helper()
+		var res []engine.Result
+		waitFor(t, 10*time.Second, fmt.Sprintf("group %d's leader to decide", g), func() bool {
+			leader := hosts[0].h.meta.Directory().Group(g).Leader
+			for _, th := range hosts {
+				if th.id != leader {
+					continue
+				}
+				res = make([]engine.Result, len(reqs))
+				if err := th.h.Do(ctx, reqs, res); err != nil {
+					return false
+				}
+				for _, r := range res {
+					if r.Err != nil {
+						return false
+					}
+				}
+				return true
+			}
+			return false
+		})
+		return res
+	}
+	for i, r := range decide(1) {
+		if !r.Allowed {
+			t.Fatalf("first decision on %s: %+v", reqs[i].Key, r)
+		}
+	}
+	id, err := hosts[0].h.MoveSlots(ctx, first, last, 2)
+	if err != nil {
+		t.Fatalf("MoveSlots: %v", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := hosts[0].h.WaitMove(wctx, id); err != nil {
+		t.Fatalf("move %d between groups on disjoint nodes did not end: %v", id, err)
+	}
+	waitFor(t, 10*time.Second, "every host's directory to give the slots to group 2", func() bool {
+		for _, th := range hosts {
+			d := th.h.meta.Directory()
+			if d.Slots[first] != 2 || d.Slots[last] != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	for i, r := range decide(2) {
+		if r.Allowed {
+			t.Fatalf("%s after the move, through group 2: %+v (want drained: its state moved)", reqs[i].Key, r)
+		}
 	}
 }
