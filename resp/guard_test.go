@@ -473,6 +473,7 @@ func TestGuardServerInlineAtLimit(t *testing.T) {
 // bulks and argument counts at the limits, and checks every reply.
 func TestGuardServerPipeline(t *testing.T) {
 	lim := DefaultGuardLimits()
+	lim.MaxBulkLen = 1 << 20 // ten bulks at the limit: 10 MB of stream, not 80
 	addr := startGuardServer(t, lim)
 	r := rand.New(rand.NewPCG(7, 7))
 	big := bytes.Repeat([]byte{'\r', '\n', '*', '$'}, int(lim.MaxBulkLen)/4)

@@ -49,9 +49,9 @@ const blockPoll = time.Second
 // applyWatch is how often the parked clients' watcher reads CmdWrites.
 const applyWatch = 10 * time.Millisecond
 
-// CmdWriter is a backend that counts the data commands that changed a
-// key on this node's replicas (engine.Engine.CmdWrites), however they
-// came: parked clients are retried when it moves.
+// CmdWriter counts the data commands that changed a key on this node's
+// replicas (engine.Engine.CmdWrites), however they came: parked clients
+// are retried when it moves (Config.CmdWriter).
 type CmdWriter interface {
 	CmdWrites() uint64
 }
@@ -240,7 +240,7 @@ func (s *Server) runBlocking(c *client, cmd *command.Cmd, args [][]byte) outcome
 	}
 	w := &waiter{id: c.id, try: make(chan struct{}), tried: make(chan struct{}), kick: make(chan bool, 1), nudge: make(chan struct{}, 1)}
 	s.blocked.add(w)
-	if cw, ok := s.backend.(CmdWriter); ok && s.blocked.watching.CompareAndSwap(false, true) {
+	if cw := s.cfg.CmdWriter; cw != nil && s.blocked.watching.CompareAndSwap(false, true) {
 		go s.watchApplies(cw)
 	}
 	closed, stopWatch := watchClosed(c.rep.conn)

@@ -102,6 +102,7 @@ type Config struct {
 	GroupAdder    GroupAdder    // RL.CLUSTER ADDGROUP (command.GroupAdder)
 	SlotMover     SlotMover     // RL.CLUSTER MOVE and REBALANCE (command.SlotMover)
 	Scanner       Scanner       // SCAN, KEYS, RANDOMKEY (command.Scanner)
+	CmdWriter     CmdWriter     // the count of applied data writes that wakes parked clients (block.go)
 }
 
 // Cluster, GroupAdder and SlotMover are command's: only its commands and

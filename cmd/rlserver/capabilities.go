@@ -19,6 +19,7 @@ var (
 	_ server.Backend      = (*standalone.Backend)(nil)
 	_ server.Policies     = (*standalone.Backend)(nil)
 	_ server.Scanner      = (*standalone.Backend)(nil)
+	_ server.CmdWriter    = (*standalone.Backend)(nil)
 	_ server.Persistence  = (*snapshots)(nil)
 	_ server.WriteStopper = (*snapshots)(nil)
 
@@ -26,6 +27,7 @@ var (
 	_ server.Backend       = (*cluster.Node)(nil)
 	_ server.Policies      = (*cluster.Node)(nil)
 	_ server.Scanner       = (*cluster.Node)(nil)
+	_ server.CmdWriter     = (*cluster.Node)(nil)
 	_ server.Cluster       = (*cluster.Node)(nil)
 	_ server.RaftSnapshots = (*cluster.Node)(nil)
 
@@ -34,6 +36,7 @@ var (
 	_ server.Backend       = (*groups.Host)(nil)
 	_ server.Policies      = (*groups.Host)(nil)
 	_ server.Scanner       = (*groups.Host)(nil)
+	_ server.CmdWriter     = (*groups.Host)(nil)
 	_ server.Cluster       = (*groups.Host)(nil)
 	_ server.RaftSnapshots = (*groups.Host)(nil)
 	_ server.SlotRouter    = (*groups.Host)(nil)
@@ -46,6 +49,7 @@ var (
 func declareStandalone(cfg *server.Config, b *standalone.Backend, snaps *snapshots) {
 	cfg.Policies = b
 	cfg.Scanner = b
+	cfg.CmdWriter = b
 	cfg.Persistence = snaps
 	cfg.WriteStopper = snaps
 }
@@ -55,6 +59,7 @@ func declareStandalone(cfg *server.Config, b *standalone.Backend, snaps *snapsho
 func declareNode(cfg *server.Config, n *cluster.Node) {
 	cfg.Policies = n
 	cfg.Scanner = n
+	cfg.CmdWriter = n
 	cfg.Cluster = n
 	cfg.RaftSnapshots = n
 }
@@ -64,6 +69,7 @@ func declareNode(cfg *server.Config, n *cluster.Node) {
 func declareHost(cfg *server.Config, h *groups.Host) {
 	cfg.Policies = h
 	cfg.Scanner = h
+	cfg.CmdWriter = h
 	cfg.Cluster = h
 	cfg.RaftSnapshots = h
 	cfg.Router = h

@@ -24,9 +24,9 @@ func TestCapabilities(t *testing.T) {
 		cfg  server.Config
 		want map[string]any // capability field -> value; the others nil
 	}{
-		{"standalone", alone, map[string]any{"Policies": b, "Scanner": b, "Persistence": snaps, "WriteStopper": snaps}},
-		{"one group", node, map[string]any{"Policies": n, "Scanner": n, "Cluster": n, "RaftSnapshots": n}},
-		{"sharded", host, map[string]any{"Policies": h, "Scanner": h, "Cluster": h, "RaftSnapshots": h, "Router": h, "GroupAdder": h, "SlotMover": h}},
+		{"standalone", alone, map[string]any{"Policies": b, "Scanner": b, "CmdWriter": b, "Persistence": snaps, "WriteStopper": snaps}},
+		{"one group", node, map[string]any{"Policies": n, "Scanner": n, "CmdWriter": n, "Cluster": n, "RaftSnapshots": n}},
+		{"sharded", host, map[string]any{"Policies": h, "Scanner": h, "CmdWriter": h, "Cluster": h, "RaftSnapshots": h, "Router": h, "GroupAdder": h, "SlotMover": h}},
 	} {
 		// Every interface field of server.Config is a capability.
 		v := reflect.ValueOf(tc.cfg)
