@@ -156,3 +156,42 @@ func TestSortRedisRandom(t *testing.T) {
 	}
 	compareRandom(t, r, 4000, plain, nil)
 }
+
+// TestBitopSpecMatchesRedis compares BITOP's spec with redis-server's
+// COMMAND INFO.
+func TestBitopSpecMatchesRedis(t *testing.T) {
+	saved := lsCommands
+	defer func() { lsCommands = saved }()
+	lsCommands = []string{"bitop"}
+	TestListSetSpecsMatchRedis(t)
+}
+
+// TestBitopRedisRandom compares BITOP (every operation, missing and
+// integer sources, sources of another type, a destination of another
+// type, NOT's single-key rule, bad operations) and the strings it leaves
+// with a real redis-server in RESP2 and RESP3.
+func TestBitopRedisRandom(t *testing.T) {
+	r := startRedis(t)
+	rng := rand.New(rand.NewPCG(35, 8))
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	keys := []string{"b1", "b2", "i1", "h1", "nokey", "d"}
+	text := []string{"foobar", "abcdef", "12345", "''", "ab", "\xff\xf0\x00", "\x00\x00\xff\x0f"}
+	gen := func() string {
+		switch rng.IntN(8) {
+		case 0, 1, 2, 3:
+			line := "BITOP " + pick("AND", "or", "XOR", "not", "NOT", "nand", "") + " " + pick("d", "b1", "h1", "i1")
+			for range 1 + rng.IntN(3) {
+				line += " " + pick(keys...)
+			}
+			return line
+		case 4:
+			return "SET " + pick("b1", "b2", "i1", "d") + " " + pick(text...)
+		case 5:
+			return "HSET " + pick("h1", "d") + " f v"
+		case 6:
+			return "TYPE " + pick(keys...)
+		}
+		return "GET " + pick("b1", "b2", "i1", "d")
+	}
+	compareRandom(t, r, 3000, gen, nil)
+}
