@@ -53,8 +53,14 @@ func kvKeys(prefix string) []kvKey {
 	}
 }
 
+// kvDoer sends a command: a *redis.Client, or a *redis.ClusterClient that
+// follows MOVED.
+type kvDoer interface {
+	Do(ctx context.Context, args ...any) *redis.Cmd
+}
+
 // writeKV runs every write of keys, key i through clients[i%len(clients)].
-func writeKV(t *testing.T, clients []*redis.Client, keys []kvKey) {
+func writeKV[C kvDoer](t *testing.T, clients []C, keys []kvKey) {
 	t.Helper()
 	for i, k := range keys {
 		c := clients[i%len(clients)]
@@ -70,7 +76,7 @@ func writeKV(t *testing.T, clients []*redis.Client, keys []kvKey) {
 // hash as "field=value" pairs sorted by field, a sorted set as
 // "member:score" in ZRANGE's order, a list as its elements joined by "|",
 // a set as its members sorted and joined by "|".
-func kvValue(t *testing.T, c *redis.Client, k kvKey) string {
+func kvValue(t *testing.T, c kvDoer, k kvKey) string {
 	t.Helper()
 	ctx := context.Background()
 	switch k.typ {
@@ -161,7 +167,7 @@ func scoreText(v any) string {
 // checkKV reads every key through c and compares it with the fixture:
 // value, TYPE, and a PTTL of -1 or within the time since written (before
 // the first write).
-func checkKV(t *testing.T, where string, c *redis.Client, keys []kvKey, written time.Time) {
+func checkKV(t *testing.T, where string, c kvDoer, keys []kvKey, written time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	for _, k := range keys {
