@@ -216,17 +216,7 @@ func (r *Remote) slotsStep(ctx context.Context, op []byte) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	switch {
-	case len(reply) > 0 && reply[0] == 1:
-		return 0, slotsOps.refused(string(reply[1:]))
-	case len(reply) == 0:
-		return 0, ErrUnknownOutcome
-	}
-	v, m := binary.Varint(reply[1:])
-	if m <= 0 {
-		return 0, ErrUnknownOutcome
-	}
-	return v, nil
+	return slotsOps.reply(reply)
 }
 
 // MoveStatus reports move id as the group's leader has applied it.

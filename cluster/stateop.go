@@ -69,22 +69,26 @@ func (k stateOp) apply(ctx context.Context, n *Node, op []byte, localOnly bool) 
 			}
 			return r.v, r.err
 		},
-		msg:  k.msg,
-		body: op,
-		forwarded: func(reply []byte) (int64, error) {
-			switch {
-			case len(reply) > 0 && reply[0] == 1:
-				return 0, k.refused(string(reply[1:]))
-			case len(reply) == 0:
-				return 0, ErrUnknownOutcome
-			}
-			v, m := binary.Varint(reply[1:])
-			if m <= 0 {
-				return 0, ErrUnknownOutcome
-			}
-			return v, nil
-		},
+		msg:       k.msg,
+		body:      op,
+		forwarded: k.reply,
 	}, localOnly)
+}
+
+// reply reads a leader's answer to a forwarded op (handle): a value, or a
+// refusal by the state.
+func (k stateOp) reply(reply []byte) (int64, error) {
+	switch {
+	case len(reply) > 0 && reply[0] == 1:
+		return 0, k.refused(string(reply[1:]))
+	case len(reply) == 0:
+		return 0, ErrUnknownOutcome
+	}
+	v, m := binary.Varint(reply[1:])
+	if m <= 0 {
+		return 0, ErrUnknownOutcome
+	}
+	return v, nil
 }
 
 // handle serves a forwarded op on the leader; the op is checked before it
