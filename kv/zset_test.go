@@ -521,32 +521,7 @@ func TestHZRedisRandom(t *testing.T) {
 		}
 		return "HMSET " + hk + " " + pick(fields...) + " " + pick(nums...)
 	}
-	for _, resp3 := range []bool{false, true} {
-		c, err := r.dial(resp3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.do([][]byte{[]byte("FLUSHALL")}); err != nil {
-			t.Fatal(err)
-		}
-		h := newHZEnv(t)
-		fails := 0
-		for range 3000 {
-			line := gen()
-			args := hzArgs(t, line)
-			want, err := c.do(args)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := h.doArgs(resp3, args); got != want {
-				t.Errorf("resp3=%v %s:\n got %q\nwant %q", resp3, line, got, want)
-				if fails++; fails > 10 {
-					t.FailNow()
-				}
-			}
-		}
-		c.close()
-	}
+	compareRandom(t, r, 3000, gen, nil)
 }
 
 // hzCommands is every command of hash.go and zset.go.
