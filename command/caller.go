@@ -24,6 +24,14 @@ type caller struct {
 
 // Call implements script.Caller.
 func (sc *caller) Call(args [][]byte, resp3 bool) []byte {
+	out := sc.call(args, resp3)
+	if sc.ov.Live() && sc.ov.Err() != nil {
+		sc.run.Abandon() // it reached past its shards: it runs again on a copy
+	}
+	return out
+}
+
+func (sc *caller) call(args [][]byte, resp3 bool) []byte {
 	spec, ok := kv.Lookup(args[0])
 	if !ok {
 		name := appendLower(nil, args[0])
@@ -36,7 +44,12 @@ func (sc *caller) Call(args [][]byte, resp3 bool) []byte {
 			return []byte("+OK\r\n")
 		case string(name) == "dbsize" && len(args) == 1:
 			// The keys of the engine as the script runs; a script's own
-			// uncommitted writes are not counted.
+			// uncommitted writes are not counted. A script on live state
+			// holds shards the count needs: it runs again on a copy.
+			if sc.ov.Live() {
+				sc.ov.Abort()
+				return errReply(Text(kv.ErrNotLocal))
+			}
 			n, err := sc.st.backend.Len(context.Background())
 			if err != nil {
 				return errReply(Text(err))
@@ -68,7 +81,9 @@ func (sc *caller) Call(args [][]byte, resp3 bool) []byte {
 		}
 		sc.run.MarkWritten()
 	}
+	sc.ov.SetWriting(spec.Write())
 	sc.buf = kv.New(spec, args, resp3).Exec(sc.ov, sc.buf[:0])
+	sc.ov.SetWriting(false)
 	return sc.buf
 }
 

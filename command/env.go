@@ -26,6 +26,7 @@ type Env struct {
 	GroupAdder  GroupAdder  // RL.CLUSTER ADDGROUP
 	SlotMover   SlotMover   // RL.CLUSTER MOVE and REBALANCE
 	Scanner     Scanner     // SCAN, KEYS, RANDOMKEY
+	Live        LiveEngine  // scripts run on the engine's live state (live.go)
 
 	scripts   atomic.Pointer[Scripts] // made on first use
 	busyAfter atomic.Int64            // busy-reply-threshold, ns
@@ -131,6 +132,9 @@ func (e *Env) Scripts() *Scripts {
 		return st
 	}
 	st := NewScripts(e.Backend, e.scriptMem.Load())
+	if e.Live != nil {
+		st.shards = e.Live.Shards()
+	}
 	if !e.scripts.CompareAndSwap(nil, st) {
 		st.Stop()
 		return e.scripts.Load()

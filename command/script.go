@@ -63,11 +63,13 @@ type Scripts struct {
 	running map[*scriptRun]struct{}
 	n       atomic.Int32 // len(running), read without the lock
 	busy    atomic.Int32 // running scripts past busy-reply-threshold, as of the last tick (watchBusy)
+	shards  int          // the engine's shards when scripts run on live state (live.go); 0: never
 }
 
 type scriptRun struct {
 	run     *script.Running
 	keys    [][]byte // the connection's own buffers, unchanged while it runs
+	held    []bool   // a run on live state: the engine shards it holds (live.go); nil otherwise
 	running script.Running
 }
 
@@ -128,6 +130,17 @@ func EvalKeys(args [][]byte) (first, last, step int) {
 // Eval runs an EVAL-family command (bySHA: EVALSHA; ro: the _RO forms);
 // args fit its arity.
 func (st *Scripts) Eval(args [][]byte, bySHA, ro bool, o Run) Outcome {
+	if st.live(o) {
+		var outs [1]Outcome
+		st.evalLive([]EvalCall{{Args: args, BySHA: bySHA, RO: ro}}, o, outs[:])
+		return outs[0]
+	}
+	return st.evalCopy(args, bySHA, ro, o)
+}
+
+// evalCopy runs a script on a copy of its keys and applies its effects
+// (onOverlay).
+func (st *Scripts) evalCopy(args [][]byte, bySHA, ro bool, o Run) Outcome {
 	keys, text := st.scriptKeys(args, bySHA)
 	if text != "" {
 		return failed(text)
@@ -305,6 +318,9 @@ func (st *Scripts) Busy(args [][]byte, positions iter.Seq[int]) bool {
 			continue
 		}
 		for i := range positions {
+			if r.held != nil && r.held[engine.ShardOf(args[i], len(r.held))] {
+				return true // on a shard it holds
+			}
 			if slices.ContainsFunc(r.keys, func(k []byte) bool { return string(k) == string(args[i]) }) {
 				return true
 			}
@@ -445,6 +461,10 @@ const maxScriptBatch = 128
 // the pipeline's order for every key.
 func (st *Scripts) EvalBatch(calls []EvalCall, o Run, outs []Outcome) []Outcome {
 	outs = slices.Grow(outs[:0], len(calls))[:len(calls)]
+	if st.live(o) {
+		st.evalLive(calls, o, outs)
+		return outs
+	}
 	for i := 0; i < len(calls); {
 		i += st.evalSegment(calls[i:], o, outs[i:])
 	}
@@ -466,7 +486,7 @@ type segmentRun struct {
 func (st *Scripts) evalSegment(calls []EvalCall, o Run, outs []Outcome) int {
 	if len(calls) == 1 {
 		c := calls[0]
-		outs[0] = st.Eval(c.Args, c.BySHA, c.RO, o)
+		outs[0] = st.evalCopy(c.Args, c.BySHA, c.RO, o)
 		return 1
 	}
 	n := min(len(calls), maxScriptBatch)
@@ -505,7 +525,7 @@ func (st *Scripts) evalSegment(calls []EvalCall, o Run, outs []Outcome) int {
 	}
 	if end == 0 {
 		// Cannot happen (the first call clashes with nothing); answer one.
-		outs[0] = st.Eval(calls[0].Args, calls[0].BySHA, calls[0].RO, o)
+		outs[0] = st.evalCopy(calls[0].Args, calls[0].BySHA, calls[0].RO, o)
 		return 1
 	}
 	runs = runs[:end]
@@ -593,7 +613,7 @@ func (st *Scripts) evalSegment(calls []EvalCall, o Run, outs []Outcome) int {
 		case errors.Is(err, kv.ErrConflict):
 			// Another client changed one of its keys: it runs again, alone.
 			c := calls[i]
-			outs[i] = st.Eval(c.Args, c.BySHA, c.RO, o)
+			outs[i] = st.evalCopy(c.Args, c.BySHA, c.RO, o)
 		default:
 			outs[i] = failed(effectsError(err))
 		}
@@ -601,7 +621,7 @@ func (st *Scripts) evalSegment(calls []EvalCall, o Run, outs []Outcome) int {
 	if len(runs) == 0 {
 		// The first script clashed with none before it: cannot happen;
 		// answer it alone.
-		outs[0] = st.Eval(calls[0].Args, calls[0].BySHA, calls[0].RO, o)
+		outs[0] = st.evalCopy(calls[0].Args, calls[0].BySHA, calls[0].RO, o)
 		return 1
 	}
 	return len(runs)

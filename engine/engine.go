@@ -76,6 +76,10 @@ func New(n int) *Engine {
 	return e
 }
 
+// Shards is the number of shards: ShardOf(key, e.Shards()) is the shard
+// that holds key.
+func (e *Engine) Shards() int { return len(e.shards) }
+
 // Close stops the shard goroutines. Calls after Close panic.
 func (e *Engine) Close() {
 	e.once.Do(func() {

@@ -13,8 +13,6 @@ import (
 	"time"
 )
 
-// Shards, a test helper, reports the number of shards.
-func (e *Engine) Shards() int { return len(e.shards) }
 
 // Named instants. Every engine test passes time explicitly: t0 plus steps.
 const (

@@ -2,6 +2,7 @@ package kv
 
 import (
 	"encoding/binary"
+	"errors"
 	"strconv"
 
 	"github.com/rlserver/rlserver/engine"
@@ -37,6 +38,9 @@ type Fetch func(keys [][]byte) ([]KeyState, error)
 type Overlay struct {
 	now     int64
 	fetch   Fetch
+	live    engine.Keyspace   // a live overlay's keyspace (NewLiveOverlay); nil otherwise
+	local   func([]byte) bool // whether live holds a key
+	writing bool              // the command running writes: Get hands out private copies
 	keys    map[string]*overlayKey
 	order   []string // keys in the order first touched
 	err     error    // the first fetch error
@@ -50,11 +54,91 @@ type overlayKey struct {
 	limit   *engine.Record // the current limiter state; nil when missing or a data key
 	kind    engine.Kind    // the current kind
 	written bool
+	shared  bool // entry is the live keyspace's own (a live overlay's key not written yet)
 }
 
 // NewOverlay returns an overlay at time now over the keys fetch reads.
 func NewOverlay(now int64, fetch Fetch) *Overlay {
 	return &Overlay{now: now, fetch: fetch, keys: map[string]*overlayKey{}}
+}
+
+// ErrNotLocal is a live overlay's error: the program touched a key that
+// the keyspace it runs on does not hold, or asked for something only the
+// whole engine can answer. The run is to be discarded (nothing it did
+// reached the keyspace) and run again on a copy (NewOverlay).
+var ErrNotLocal = errors.New("kv: the run reached past the keys it holds")
+
+// NewLiveOverlay returns an overlay over ks itself, for a program that
+// runs while it holds ks (a script on the shard of its keys): a key is
+// read from ks when first touched, without a copy, and copied only when a
+// write command (SetWriting) first reaches it, so until ApplyLive
+// nothing the program does changes ks. local reports whether ks holds a
+// key; touching one it does not fails the run with ErrNotLocal.
+func NewLiveOverlay(ks engine.Keyspace, local func(key []byte) bool) *Overlay {
+	return &Overlay{now: ks.Now(), live: ks, local: local, keys: map[string]*overlayKey{}}
+}
+
+// Live reports whether the overlay runs over a live keyspace.
+func (o *Overlay) Live() bool { return o.live != nil }
+
+// Abort fails a live run with ErrNotLocal (the program asked for what
+// only the whole engine can answer, such as DBSIZE).
+func (o *Overlay) Abort() {
+	if o.err == nil {
+		o.err = ErrNotLocal
+	}
+}
+
+// SetWriting tells a live overlay whether the command about to run
+// writes: while it does, Get copies a key's live value before handing
+// it out, so the command changes the copy.
+func (o *Overlay) SetWriting(w bool) { o.writing = w }
+
+// ApplyLive writes a live run's writes into its keyspace: each written
+// key takes its final state, in the order first touched. It returns
+// false when the keyspace refused a key it had to create (no-create
+// mode): the keys before it are written, as Redis keeps the writes a
+// script made before an error.
+func (o *Overlay) ApplyLive() bool {
+	ks := o.live
+	for _, name := range o.order {
+		k := o.keys[name]
+		if !k.written {
+			continue
+		}
+		key := []byte(name)
+		switch {
+		case k.entry != nil && k.shared:
+			ks.Changed(key) // written in place: cannot happen, a write copies first
+		case k.entry != nil:
+			if e, err := ks.Get(key); err == nil && e != nil && e.Type() == k.entry.Type() {
+				used := e.Used
+				*e = *k.entry
+				e.Used = used
+				ks.Changed(key)
+				continue
+			}
+			ks.Delete(key)
+			if k.entry.Expire != 0 && k.entry.Expire <= ks.Now() {
+				continue
+			}
+			e, err := ks.Create(key, k.entry.Type())
+			if err != nil {
+				return false
+			}
+			used := e.Used
+			*e = *k.entry
+			e.Used = used
+		case k.limit != nil:
+			ks.Delete(key)
+			if ks.Put(*k.limit) != nil {
+				return false
+			}
+		default:
+			ks.Delete(key)
+		}
+	}
+	return true
 }
 
 // Err is the first error of a fetch: the run's replies are not to be
@@ -119,6 +203,9 @@ func (o *Overlay) key(k []byte) *overlayKey {
 	if ok := o.keys[string(k)]; ok != nil {
 		return ok
 	}
+	if o.live != nil {
+		return o.liveKey(k)
+	}
 	o.Load([][]byte{k})
 	if ok := o.keys[string(k)]; ok != nil {
 		return ok
@@ -127,6 +214,47 @@ func (o *Overlay) key(k []byte) *overlayKey {
 	ok := &overlayKey{base: KeyState{TTL: -2}}
 	o.keys[string(k)] = ok
 	return ok
+}
+
+// liveKey reads k from a live overlay's keyspace.
+func (o *Overlay) liveKey(k []byte) *overlayKey {
+	name := string(k)
+	ok := &overlayKey{base: KeyState{TTL: -2}}
+	o.keys[name] = ok
+	o.order = append(o.order, name)
+	if !o.local(k) {
+		o.Abort()
+		return ok
+	}
+	ks := o.live
+	kind := ks.Kind(k)
+	ok.kind, ok.base.Kind = kind, kind
+	switch {
+	case kind == engine.KindNone:
+		return ok
+	case kind.IsData():
+		e, _ := ks.Get(k)
+		if e == nil {
+			ok.kind, ok.base.Kind = engine.KindNone, engine.KindNone
+			return ok
+		}
+		ok.entry, ok.base.Entry, ok.shared = e, e, true
+	default:
+		if rec, found := ks.Record(k); found {
+			rec.Key = name
+			ok.limit, ok.base.Limit = &rec, &rec
+		}
+	}
+	ok.base.TTL = ks.TTL(k)
+	return ok
+}
+
+// own gives k a private copy of its live value, once.
+func (o *Overlay) own(k *overlayKey) {
+	if k.shared {
+		c := k.entry.Clone()
+		k.entry, k.shared = &c, false
+	}
 }
 
 func (o *Overlay) wrote(k *overlayKey) {
@@ -149,8 +277,11 @@ func (o *Overlay) Get(key []byte) (*values.Entry, error) {
 		return nil, engine.ErrWrongType
 	}
 	if k.entry.Expire != 0 && k.entry.Expire <= o.now {
-		k.entry, k.kind = nil, engine.KindNone
+		k.entry, k.kind, k.shared = nil, engine.KindNone, false
 		return nil, nil
+	}
+	if o.writing {
+		o.own(k)
 	}
 	return k.entry, nil
 }
@@ -162,7 +293,7 @@ func (o *Overlay) Create(key []byte, t values.Type) (*values.Entry, error) {
 	if e.Obj == nil {
 		t = values.TypeString
 	}
-	k.entry, k.limit, k.kind = e, nil, dataKindOf(t)
+	k.entry, k.limit, k.kind, k.shared = e, nil, dataKindOf(t), false
 	o.wrote(k)
 	return e, nil
 }
@@ -173,7 +304,7 @@ func (o *Overlay) Delete(key []byte) bool {
 	if k.kind == engine.KindNone {
 		return false
 	}
-	k.entry, k.limit, k.kind = nil, nil, engine.KindNone
+	k.entry, k.limit, k.kind, k.shared = nil, nil, engine.KindNone, false
 	o.wrote(k)
 	return true
 }
@@ -238,7 +369,7 @@ func (o *Overlay) SetLimiter(key []byte, rec *engine.Record) {
 	if rec != nil {
 		rec.Key = string(key)
 	}
-	k.entry, k.limit, k.kind = nil, rec, engine.KindNone
+	k.entry, k.limit, k.kind, k.shared = nil, rec, engine.KindNone, false
 	if rec != nil {
 		k.kind = rec.Kind
 	}
@@ -246,8 +377,9 @@ func (o *Overlay) SetLimiter(key []byte, rec *engine.Record) {
 }
 
 // Refusing implements engine.Keyspace: the effects' restores are refused
-// when they are applied, if the engine refuses new keys then.
-func (o *Overlay) Refusing() bool { return false }
+// when they are applied, if the engine refuses new keys then; a live
+// overlay refuses as its keyspace does, at the command, as Redis does.
+func (o *Overlay) Refusing() bool { return o.live != nil && o.live.Refusing() }
 
 // Effects returns the transaction that applies the run's writes: a
 // restore of every written key, under the digests of every key touched.

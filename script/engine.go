@@ -323,6 +323,16 @@ func (r *Running) Written() bool {
 	return r.wrote
 }
 
+// Abandon stops the script whatever it wrote: the caller discards the
+// run (its writes never left its copy) and runs it again elsewhere.
+func (r *Running) Abandon() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancel != nil {
+		r.cancel(nil)
+	}
+}
+
 // Kill stops the script (SCRIPT KILL): NOTBUSY when none is executing,
 // UNKILLABLE once it has written. The script ends with Redis's error
 // "ERR Script killed by user with SCRIPT KILL...".

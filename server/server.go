@@ -103,6 +103,7 @@ type Config struct {
 	SlotMover     SlotMover     // RL.CLUSTER MOVE and REBALANCE (command.SlotMover)
 	Scanner       Scanner       // SCAN, KEYS, RANDOMKEY (command.Scanner)
 	CmdWriter     CmdWriter     // the count of applied data writes that wakes parked clients (block.go)
+	LiveEngine    LiveEngine    // the engine in this process, unreplicated: scripts run on it (command.LiveEngine)
 }
 
 // Cluster, GroupAdder and SlotMover are command's: only its commands and
@@ -112,6 +113,7 @@ type (
 	GroupAdder = command.GroupAdder
 	SlotMover  = command.SlotMover
 	Scanner    = command.Scanner
+	LiveEngine = command.LiveEngine
 )
 
 // Stats are the server's counters, read by INFO.
@@ -218,7 +220,7 @@ func New(cfg Config, backend Backend) *Server {
 	// A nil capability stays nil through the conversions.
 	s.env = &command.Env{Backend: backend, Policies: cfg.Policies, Persistence: cfg.Persistence,
 		Cluster: cfg.Cluster, Slots: cfg.Router, GroupAdder: cfg.GroupAdder, SlotMover: cfg.SlotMover,
-		Scanner: cfg.Scanner}
+		Scanner: cfg.Scanner, Live: cfg.LiveEngine}
 	s.env.SetBusyAfter(command.BusyReplyThreshold)
 	switch {
 	case cfg.ScriptMemoryLimit == 0:

@@ -36,6 +36,7 @@ func serveStandalone(t testing.TB, cfg Config, store *policy.Store) (string, *Se
 	cfg.Version = "test"
 	backend := standalone.New(eng, store)
 	cfg.Policies = backend
+	cfg.LiveEngine = backend // as cmd/rlserver declares it
 	srv := New(cfg, backend)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()

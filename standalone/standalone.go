@@ -36,6 +36,10 @@ func (b *Backend) Do(ctx context.Context, reqs []engine.Request, res []engine.Re
 	return b.eng.Do(ctx, nowNanos(), reqs, res)
 }
 
+// Shards is the engine's shard count: a script whose keys lie on one
+// shard runs on it (command.LiveEngine).
+func (b *Backend) Shards() int { return b.eng.Shards() }
+
 // Len counts live keys.
 func (b *Backend) Len(ctx context.Context) (int, error) { return b.eng.Len(ctx, nowNanos()) }
 

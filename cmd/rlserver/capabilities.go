@@ -20,6 +20,7 @@ var (
 	_ server.Policies     = (*standalone.Backend)(nil)
 	_ server.Scanner      = (*standalone.Backend)(nil)
 	_ server.CmdWriter    = (*standalone.Backend)(nil)
+	_ server.LiveEngine   = (*standalone.Backend)(nil)
 	_ server.Persistence  = (*snapshots)(nil)
 	_ server.WriteStopper = (*snapshots)(nil)
 
@@ -50,6 +51,7 @@ func declareStandalone(cfg *server.Config, b *standalone.Backend, snaps *snapsho
 	cfg.Policies = b
 	cfg.Scanner = b
 	cfg.CmdWriter = b
+	cfg.LiveEngine = b
 	cfg.Persistence = snaps
 	cfg.WriteStopper = snaps
 }

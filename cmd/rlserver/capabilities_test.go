@@ -24,7 +24,7 @@ func TestCapabilities(t *testing.T) {
 		cfg  server.Config
 		want map[string]any // capability field -> value; the others nil
 	}{
-		{"standalone", alone, map[string]any{"Policies": b, "Scanner": b, "CmdWriter": b, "Persistence": snaps, "WriteStopper": snaps}},
+		{"standalone", alone, map[string]any{"Policies": b, "Scanner": b, "CmdWriter": b, "LiveEngine": b, "Persistence": snaps, "WriteStopper": snaps}},
 		{"one group", node, map[string]any{"Policies": n, "Scanner": n, "CmdWriter": n, "Cluster": n, "RaftSnapshots": n}},
 		{"sharded", host, map[string]any{"Policies": h, "Scanner": h, "CmdWriter": h, "Cluster": h, "RaftSnapshots": h, "Router": h, "GroupAdder": h, "SlotMover": h}},
 	} {
