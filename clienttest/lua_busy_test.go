@@ -1,16 +1,60 @@
 package clienttest
 
 import (
+	"errors"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlserver/rlserver/engine"
 )
 
 // A script that runs long: SCRIPT KILL stops one that has not written and
-// refuses one that has (UNKILLABLE), with Redis's texts; a looping script
-// stalls no command on other keys; past busy-reply-threshold the commands
-// on its keys answer BUSY.
+// refuses one that has (UNKILLABLE), with Redis's texts. A script runs on
+// the engine shard of its keys, as Redis runs one on the whole server: a
+// looping script stalls the commands on that shard (they wait, as Redis's
+// clients wait for a script) and no command on another; past
+// busy-reply-threshold the commands on its shard answer BUSY.
+
+// keyOn returns the first key prefix0, prefix1, ... whose engine shard
+// (of n) is, or with on false is not, the shard of key.
+func keyOn(prefix, key string, on bool, n int) string {
+	want := engine.ShardOf([]byte(key), n)
+	for i := 0; ; i++ {
+		k := prefix + strconv.Itoa(i)
+		if (engine.ShardOf([]byte(k), n) == want) == on {
+			return k
+		}
+	}
+}
+
+// tryRead reads one reply if one arrives within d.
+func (rc *rawConn) tryRead(d time.Duration) (value, bool) {
+	rc.t.Helper()
+	rc.c.SetReadDeadline(time.Now().Add(d))
+	if _, err := rc.r.Peek(1); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return value{}, false
+		}
+		rc.t.Fatalf("reading a reply: %v", err)
+	}
+	return rc.read(), true
+}
+
+// silentFor checks that no reply arrives on rc within d.
+func (rc *rawConn) silentFor(d time.Duration) {
+	rc.t.Helper()
+	rc.c.SetReadDeadline(time.Now().Add(d))
+	_, err := rc.r.Peek(1)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		rest, _ := rc.r.Peek(rc.r.Buffered())
+		rc.t.Fatalf("read %q (%v) within %v, want nothing yet", rest, err, d)
+	}
+}
 
 // Redis 7.0.15's texts (redis-server's replies, taken from a run).
 const (
@@ -45,26 +89,39 @@ func killWhenRunning(t *testing.T, c *rawConn) value {
 }
 
 func TestLuaScriptKill(t *testing.T) {
-	s := start(t, opts{args: []string{"--shards", "4"}})
+	const shards = 4
+	s := start(t, opts{args: []string{"--shards", strconv.Itoa(shards)}})
 	ctl := s.raw(t)
-	ctl.do(respCommand("SET", "other", "v"), "+OK\r\n")
+	other := keyOn("other", "k", false, shards)   // on another shard than k
+	n := keyOn("n", "k", false, shards)           // likewise
+	neighbour := keyOn("near", "k", true, shards) // on k's shard
+	ctl.do(respCommand("SET", other, "v"), "+OK\r\n")
 	const loop = "while true do end"
 
 	t.Run("LoopKilled", func(t *testing.T) {
 		a := s.raw(t)
 		a.send(respCommand("EVAL", loop, "1", "k"))
-		// The script loops: commands on its key and on others answer
-		// (no shard is held; below the threshold no BUSY either).
+		// The script loops on k's shard: commands on other shards
+		// answer; those on its shard wait for it (below the threshold
+		// no BUSY).
 		time.Sleep(100 * time.Millisecond)
-		ctl.do(respCommand("GET", "other"), "$1\r\nv\r\n")
-		ctl.do(respCommand("GET", "k"), "$-1\r\n")
-		ctl.do(respCommand("EVAL", "return redis.call('incr', KEYS[1])", "1", "n"), ":1\r\n")
+		b := s.raw(t)
+		b.send(respCommand("GET", "k"))
+		c := s.raw(t)
+		c.send(respCommand("GET", neighbour))
+		ctl.do(respCommand("GET", other), "$1\r\nv\r\n")
+		ctl.do(respCommand("EVAL", "return redis.call('incr', KEYS[1])", "1", n), ":1\r\n")
+		b.silentFor(200 * time.Millisecond)
+		c.silentFor(10 * time.Millisecond)
 		if v := killWhenRunning(t, ctl); v.kind != '+' || v.str != "OK" {
 			t.Fatalf("SCRIPT KILL of a script that wrote nothing: %v, want OK", v)
 		}
 		if v := a.read(); v.kind != '-' || v.str != luaErrAt(luaKilledText, loop, 1) {
 			t.Errorf("the killed EVAL answers %v, want -%s", v, luaErrAt(luaKilledText, loop, 1))
 		}
+		// The waiting commands answer once it is gone.
+		b.expect("$-1\r\n")
+		c.expect("$-1\r\n")
 		// The connection goes on.
 		a.do(respCommand("GET", "k"), "$-1\r\n")
 		ctl.do(respCommand("SCRIPT", "KILL"), "-"+luaNotBusyText+"\r\n")
@@ -86,7 +143,7 @@ func TestLuaScriptKill(t *testing.T) {
 		if v := killWhenRunning(t, ctl); v.kind != '-' || v.str != luaUnkillableText {
 			t.Fatalf("SCRIPT KILL of a script that wrote: %v, want -%s", v, luaUnkillableText)
 		}
-		ctl.do(respCommand("GET", "other"), "$1\r\nv\r\n")
+		ctl.do(respCommand("GET", other), "$1\r\nv\r\n")
 		// It runs to its end, and its write stays.
 		a.expect("$4\r\ndone\r\n")
 		ctl.do(respCommand("GET", "k"), "$1\r\nw\r\n")
@@ -102,27 +159,31 @@ func TestLuaScriptKill(t *testing.T) {
 		}
 		a := s.raw(t)
 		a.send(respCommand("EVAL", loop, "1", "k"))
-		b := s.raw(t)
+		// A command sent before the threshold waits for the script; one
+		// sent after it answers BUSY. Each probe is a new connection, so
+		// one that waits does not hold up the next.
+		var b *rawConn
 		deadline := time.Now().Add(10 * time.Second)
 		for {
+			b = s.raw(t)
 			b.send(respCommand("GET", "k"))
-			v := b.read()
-			if v.kind == '-' {
-				if v.str != luaBusyText {
+			if v, ok := b.tryRead(100 * time.Millisecond); ok && !v.null {
+				if v.kind != '-' || v.str != luaBusyText {
 					t.Fatalf("GET k while the script is busy: %v, want -%s", v, luaBusyText)
 				}
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("GET k answers %v, not BUSY, 10 s into a looping script", v)
+				t.Fatalf("GET k does not answer BUSY 10 s into a looping script")
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
-		// Only its keys are busy.
-		b.do(respCommand("GET", "other"), "$1\r\nv\r\n")
-		b.send(respCommand("SET", "k", "x"))
-		if v := b.read(); v.kind != '-' || !strings.HasPrefix(v.str, "BUSY ") {
-			t.Errorf("SET k while the script is busy: %v, want BUSY", v)
+		// Only its shard is busy.
+		b.do(respCommand("GET", other), "$1\r\nv\r\n")
+		for _, k := range []string{"k", neighbour} {
+			b.send(respCommand("SET", k, "x"))
+			if v := b.read(); v.kind != '-' || !strings.HasPrefix(v.str, "BUSY ") {
+				t.Errorf("SET %s while the script is busy: %v, want BUSY", k, v)
+			}
 		}
 		ctl.do(respCommand("SCRIPT", "KILL"), "+OK\r\n")
 		if v := a.read(); v.kind != '-' || v.str != luaErrAt(luaKilledText, loop, 1) {

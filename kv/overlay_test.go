@@ -132,3 +132,99 @@ func TestOverlayEffects(t *testing.T) {
 		t.Fatalf("after the refused effects: %q", got)
 	}
 }
+
+// liveRun runs lines on a live overlay over the shard it runs on
+// (engine.Command), and reads check on the shard before ApplyLive.
+type liveRun struct {
+	t            *testing.T
+	keys         [][]byte
+	lines, check []string
+	local        func([]byte) bool
+	got, before  []string
+	err          error
+}
+
+func (r *liveRun) Keys() [][]byte { return r.keys }
+
+func (r *liveRun) Exec(ks engine.Keyspace, dst []byte) []byte {
+	o := kv.NewLiveOverlay(ks, r.local)
+	for _, l := range r.lines {
+		args := strings.Fields(l)
+		spec, _ := kv.Lookup([]byte(args[0]))
+		b := make([][]byte, len(args))
+		for i, a := range args {
+			b[i] = []byte(a)
+		}
+		o.SetWriting(spec.Write())
+		r.got = append(r.got, string(kv.New(spec, b, false).Exec(o, nil)))
+		o.SetWriting(false)
+	}
+	r.before = runOn(r.t, ks, r.check)
+	if r.err = o.Err(); r.err == nil {
+		o.ApplyLive()
+	}
+	return dst
+}
+
+// TestLiveOverlay: commands run on a live overlay reply as on the engine
+// and change nothing on it until ApplyLive, which leaves it as the
+// commands would have; a run that touches a key it does not hold fails
+// with ErrNotLocal and changes nothing.
+func TestLiveOverlay(t *testing.T) {
+	const sec = int64(1e9)
+	now := int64(1_700_000_000) * sec
+	setup := []string{"SET c 5", "HSET h tokens 3 ts 100", "ZADD z 1 a 2 b", "SET gone 1", "SET t x EX 100", "RPUSH l a b", "SADD s x"}
+	script := []string{
+		"INCRBY c 10", "EXPIRE c 60", "HINCRBY h tokens -1", "HSET h ts 200", "HMGET h tokens ts",
+		"ZREMRANGEBYSCORE z -inf 1", "ZADD z 3 c", "ZCARD z", "DEL gone", "GET t", "TTL t", "SET n 7 PX 5000",
+		"GET missing", "HGETALL h", "LPUSH l z", "LRANGE l 0 -1", "SADD s y", "SMEMBERS s", "HGETALL h",
+	}
+	check := []string{"GET c", "PTTL c", "HGETALL h", "ZRANGE z 0 -1 WITHSCORES", "EXISTS gone", "GET t", "GET n", "PTTL n", "LRANGE l 0 -1", "SMEMBERS s"}
+	direct := engine.New(1)
+	defer direct.Close()
+	doLines(t, direct, now, setup...)
+	setupState := doLines(t, direct, now, check...)
+	want := doLines(t, direct, now+sec, script...)
+
+	e := engine.New(1)
+	defer e.Close()
+	doLines(t, e, now, setup...)
+	run := &liveRun{t: t, keys: [][]byte{[]byte("c")}, lines: script, check: check,
+		local: func([]byte) bool { return true }}
+	res := make([]engine.Result, 1)
+	if err := e.Do(context.Background(), now+sec, []engine.Request{engine.CommandRequest(run, false)}, res); err != nil {
+		t.Fatal(err)
+	}
+	if run.err != nil {
+		t.Fatal(run.err)
+	}
+	for i := range script {
+		if run.got[i] != want[i] {
+			t.Errorf("%s on the live overlay: %q, on the engine %q", script[i], run.got[i], want[i])
+		}
+	}
+	for i := range check {
+		if run.before[i] != setupState[i] && check[i] != "PTTL n" {
+			t.Errorf("%s before ApplyLive: %q, want it unchanged: %q", check[i], run.before[i], setupState[i])
+		}
+	}
+	a, b := doLines(t, direct, now+2*sec, check...), doLines(t, e, now+2*sec, check...)
+	for i := range check {
+		if a[i] != b[i] {
+			t.Errorf("%s after ApplyLive: %q, want %q", check[i], b[i], a[i])
+		}
+	}
+
+	// A key the run does not hold: ErrNotLocal, and nothing applies.
+	run = &liveRun{t: t, keys: [][]byte{[]byte("c")}, lines: []string{"INCR c", "HSET h ts 1", "GET far", "SET other 1"},
+		local: func(k []byte) bool { return string(k) != "far" }}
+	if err := e.Do(context.Background(), now+3*sec, []engine.Request{engine.CommandRequest(run, false)}, res); err != nil {
+		t.Fatal(err)
+	}
+	if run.err != kv.ErrNotLocal {
+		t.Fatalf("a run that touched far: %v, want ErrNotLocal", run.err)
+	}
+	if got := doLines(t, e, now+3*sec, "GET c", "HGET h ts", "EXISTS other"); got[0] != b[0] || got[1] != "$3\r\n200\r\n" || got[2] != ":0\r\n" {
+		t.Fatalf("after a discarded run: %q", got)
+	}
+}
