@@ -13,7 +13,6 @@ import (
 	"time"
 )
 
-
 // Named instants. Every engine test passes time explicitly: t0 plus steps.
 const (
 	t0  = int64(1_700_000_000_000_000_000)

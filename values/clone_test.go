@@ -36,7 +36,7 @@ func TestCloneIsDeep(t *testing.T) {
 				o.B[0] = 'J'
 				o.B = append(o.B, '!')
 			case *Hash:
-				o.Set([]byte("m0"), []byte("v"))                 // shorter: in place
+				o.Set([]byte("m0"), []byte("v"))                   // shorter: in place
 				o.Set([]byte("m1"), []byte("a much longer value")) // grows
 				o.Set([]byte("new"), []byte("x"))
 			case *ZSet:
