@@ -20,6 +20,7 @@ type caller struct {
 	run  *script.Running
 	slot int // the slot of the declared keys in a sharded cluster; -1 otherwise
 	buf  []byte
+	cmd  kv.Cmd // the command running, reused
 }
 
 // Call implements script.Caller.
@@ -82,7 +83,8 @@ func (sc *caller) call(args [][]byte, resp3 bool) []byte {
 		sc.run.MarkWritten()
 	}
 	sc.ov.SetWriting(spec.Write())
-	sc.buf = kv.New(spec, args, resp3).Exec(sc.ov, sc.buf[:0])
+	sc.cmd.Set(spec, args, resp3)
+	sc.buf = sc.cmd.Exec(sc.ov, sc.buf[:0])
 	sc.ov.SetWriting(false)
 	return sc.buf
 }

@@ -62,6 +62,7 @@ func (b *liveBatch) local(key []byte) bool { return b.held[engine.ShardOf(key, l
 func (b *liveBatch) Exec(ks engine.Keyspace, dst []byte) []byte {
 	st := b.st
 	b.ran = len(b.calls)
+	var ov kv.Overlay
 	for i, c := range b.calls {
 		if b.errs[i] != "" {
 			b.outs[i] = failed(b.errs[i])
@@ -73,8 +74,8 @@ func (b *liveBatch) Exec(ks engine.Keyspace, dst []byte) []byte {
 		}
 		run := st.start(b.keys[i])
 		run.held = b.held
-		ov := kv.NewLiveOverlay(ks, b.localFn)
-		reply, isErr := st.runScript(ov, run, c.Args, c.BySHA, c.RO, b.o, nil)
+		ov.ResetLive(ks, b.localFn)
+		reply, isErr := st.runScript(&ov, run, c.Args, c.BySHA, c.RO, b.o, nil)
 		st.remove(run)
 		switch {
 		case errors.Is(ov.Err(), kv.ErrNotLocal):

@@ -46,6 +46,8 @@ type Overlay struct {
 	err     error    // the first fetch error
 	written int
 	fetches int
+	spare   []overlayKey // a live overlay's keys come from here (ResetLive reuses it)
+	used    int
 }
 
 type overlayKey struct {
@@ -76,6 +78,17 @@ var ErrNotLocal = errors.New("kv: the run reached past the keys it holds")
 // key; touching one it does not fails the run with ErrNotLocal.
 func NewLiveOverlay(ks engine.Keyspace, local func(key []byte) bool) *Overlay {
 	return &Overlay{now: ks.Now(), live: ks, local: local, keys: map[string]*overlayKey{}}
+}
+
+// ResetLive makes o a new live overlay (NewLiveOverlay) over ks,
+// reusing its memory: a batch of scripts runs one after another on one.
+func (o *Overlay) ResetLive(ks engine.Keyspace, local func(key []byte) bool) {
+	if o.keys == nil {
+		o.keys = map[string]*overlayKey{}
+	}
+	clear(o.keys)
+	clear(o.spare[:o.used])
+	*o = Overlay{now: ks.Now(), live: ks, local: local, keys: o.keys, order: o.order[:0], spare: o.spare}
 }
 
 // Live reports whether the overlay runs over a live keyspace.
@@ -219,7 +232,12 @@ func (o *Overlay) key(k []byte) *overlayKey {
 // liveKey reads k from a live overlay's keyspace.
 func (o *Overlay) liveKey(k []byte) *overlayKey {
 	name := string(k)
-	ok := &overlayKey{base: KeyState{TTL: -2}}
+	if o.used == len(o.spare) {
+		o.spare, o.used = make([]overlayKey, max(8, 2*len(o.spare))), 0
+	}
+	ok := &o.spare[o.used]
+	o.used++
+	ok.base.TTL = -2
 	o.keys[name] = ok
 	o.order = append(o.order, name)
 	if !o.local(k) {

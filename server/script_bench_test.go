@@ -22,7 +22,9 @@ import (
 // out of 100,000, as bench-lua's.
 
 func benchCalls(b *testing.B, conns, depth int, prep func(c net.Conn, r *bufio.Reader) error, call func(rng *rand.Rand, now int64) string, lines int) {
-	addr, _ := startServer(b, Config{})
+	// One engine shard: cmd/rlserver's default on a machine of up to 7
+	// CPUs, where make bench-lua runs.
+	addr, _ := serveShards(b, Config{}, nil, 1)
 	type client struct {
 		c net.Conn
 		r *bufio.Reader

@@ -28,7 +28,13 @@ func startServer(t testing.TB, cfg Config) (string, *Server) {
 // ends.
 func serveStandalone(t testing.TB, cfg Config, store *policy.Store) (string, *Server) {
 	t.Helper()
-	eng := engine.New(4)
+	return serveShards(t, cfg, store, 4)
+}
+
+// serveShards is serveStandalone with an engine of n shards.
+func serveShards(t testing.TB, cfg Config, store *policy.Store, n int) (string, *Server) {
+	t.Helper()
+	eng := engine.New(n)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
