@@ -63,6 +63,8 @@ func (b *liveBatch) Exec(ks engine.Keyspace, dst []byte) []byte {
 	st := b.st
 	b.ran = len(b.calls)
 	var ov kv.Overlay
+	run := &scriptRun{held: b.held} // one registration at a time, reused
+	run.run = &run.running
 	for i, c := range b.calls {
 		if b.errs[i] != "" {
 			b.outs[i] = failed(b.errs[i])
@@ -72,8 +74,8 @@ func (b *liveBatch) Exec(ks engine.Keyspace, dst []byte) []byte {
 			b.outs[i] = failed(errScriptStopped)
 			continue
 		}
-		run := st.start(b.keys[i])
-		run.held = b.held
+		run.keys = b.keys[i]
+		st.add(run)
 		ov.ResetLive(ks, b.localFn)
 		reply, isErr := st.runScript(&ov, run, c.Args, c.BySHA, c.RO, b.o, nil)
 		st.remove(run)

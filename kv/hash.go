@@ -140,12 +140,17 @@ func hashRoom(h *values.Hash, pairs [][]byte) string {
 	if h != nil {
 		n = h.Len()
 	}
-	var fresh map[string]struct{}
 	for i := 0; i+1 < len(pairs); i += 2 {
-		f, v := pairs[i], pairs[i+1]
-		if len(f) > values.MaxElementLen || len(v) > values.MaxElementLen {
+		if len(pairs[i]) > values.MaxElementLen || len(pairs[i+1]) > values.MaxElementLen {
 			return errorText(values.ErrElementTooLong)
 		}
+	}
+	if n+len(pairs)/2 <= values.MaxElements {
+		return "" // room even if every field is new
+	}
+	var fresh map[string]struct{}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		f := pairs[i]
 		if _, ok := hashGet(h, f); ok {
 			continue
 		}

@@ -268,7 +268,7 @@ func (c *replyConv) toReply(L *lua.LState, v lua.LValue, resp3 bool, depth int) 
 			})
 			return r
 		}
-		r := Reply{Kind: Array, Elems: []Reply{}}
+		r := Reply{Kind: Array, Elems: make([]Reply, 0, min(v.Len(), 64))}
 		for i := 1; c.budget >= 0; i++ {
 			e := v.RawGetInt(i)
 			if e == lua.LNil {
