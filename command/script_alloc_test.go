@@ -27,8 +27,9 @@ func (b engineBackend) Len(ctx context.Context) (int, error) {
 
 // tokenBucket loads make bench-lua's token-bucket script into a fresh
 // Scripts on one engine shard and returns the arguments of one EVALSHA
-// on key.
-func tokenBucket(tb testing.TB) (st *Scripts, call func(key string, nowMs int64) [][]byte) {
+// on key. With live, scripts run on the shard (live.go), as a server
+// running alone runs them; otherwise on copies, as a cluster's do.
+func tokenBucket(tb testing.TB, live bool) (st *Scripts, call func(key string, nowMs int64) [][]byte) {
 	src, err := os.ReadFile("../bench/kvcompare/token_bucket.lua")
 	if err != nil {
 		tb.Fatal(err)
@@ -36,6 +37,9 @@ func tokenBucket(tb testing.TB) (st *Scripts, call func(key string, nowMs int64)
 	eng := engine.New(1)
 	tb.Cleanup(eng.Close)
 	st = NewScripts(engineBackend{eng}, 0)
+	if live {
+		st.shards = eng.Shards()
+	}
 	tb.Cleanup(st.Stop)
 	sha, text := st.Load(src)
 	if text != "" {
@@ -49,7 +53,13 @@ func tokenBucket(tb testing.TB) (st *Scripts, call func(key string, nowMs int64)
 }
 
 func BenchmarkEvalSHATokenBucketInProcess(b *testing.B) {
-	st, call := tokenBucket(b)
+	for _, live := range []bool{false, true} {
+		b.Run(map[bool]string{false: "copy", true: "live"}[live], func(b *testing.B) { benchTokenBucket(b, live) })
+	}
+}
+
+func benchTokenBucket(b *testing.B, live bool) {
+	st, call := tokenBucket(b, live)
 	now := time.Now().UnixMilli()
 	keys := make([]string, 1000)
 	for i := range keys {
