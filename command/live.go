@@ -3,9 +3,11 @@ package command
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/rlserver/rlserver/engine"
 	"github.com/rlserver/rlserver/kv"
+	"github.com/rlserver/rlserver/script"
 )
 
 // Scripts on live state. Where the backend is the engine in this process
@@ -38,7 +40,8 @@ type LiveEngine interface {
 }
 
 // liveBatch is a run of scripts as one engine command (engine.Command):
-// it holds the shards of every declared key of its scripts.
+// it holds the shards of every declared key of its scripts. Batches are
+// pooled (Scripts.batches) with everything a run needs.
 type liveBatch struct {
 	st      *Scripts
 	calls   []EvalCall
@@ -50,6 +53,14 @@ type liveBatch struct {
 	held    []bool     // held[si]: the batch holds shard si
 	localFn func([]byte) bool
 	ran     int // scripts answered; fewer than len(calls) when one reached past held
+
+	// Reused by each script in turn.
+	run    scriptRun
+	ov     kv.Overlay
+	caller caller
+	opts   script.Options
+	req    [1]engine.Request
+	res    [1]engine.Result
 }
 
 // Keys implements engine.Command.
@@ -62,9 +73,8 @@ func (b *liveBatch) local(key []byte) bool { return b.held[engine.ShardOf(key, l
 func (b *liveBatch) Exec(ks engine.Keyspace, dst []byte) []byte {
 	st := b.st
 	b.ran = len(b.calls)
-	var ov kv.Overlay
-	run := &scriptRun{held: b.held} // one registration at a time, reused
-	run.run = &run.running
+	run := &b.run // one registration at a time, reused
+	run.run, run.held = &run.running, b.held
 	for i, c := range b.calls {
 		if b.errs[i] != "" {
 			b.outs[i] = failed(b.errs[i])
@@ -76,8 +86,9 @@ func (b *liveBatch) Exec(ks engine.Keyspace, dst []byte) []byte {
 		}
 		run.keys = b.keys[i]
 		st.add(run)
-		ov.ResetLive(ks, b.localFn)
-		reply, isErr := st.runScript(&ov, run, c.Args, c.BySHA, c.RO, b.o, nil)
+		b.ov.ResetLive(ks, b.localFn)
+		ov := &b.ov
+		reply, isErr := st.runWith(&b.caller, &b.opts, ov, run, c.Args, c.BySHA, c.RO, b.o, nil)
 		st.remove(run)
 		switch {
 		case errors.Is(ov.Err(), kv.ErrNotLocal):
@@ -120,10 +131,16 @@ func (st *Scripts) evalLive(calls []EvalCall, o Run, outs []Outcome) {
 // answered: all of them, unless one reached past the shards held (it and
 // those after it did not run).
 func (st *Scripts) liveSegment(calls []EvalCall, o Run, outs []Outcome) int {
+	b, _ := st.batches.Get().(*liveBatch)
+	if b == nil {
+		b = &liveBatch{st: st, held: make([]bool, st.shards)}
+		b.localFn = b.local
+	}
+	defer st.putBatch(b)
 	n := len(calls)
-	b := &liveBatch{st: st, calls: calls, o: o, outs: outs,
-		keys: make([][][]byte, n), errs: make([]string, n), held: make([]bool, st.shards)}
-	b.localFn = b.local
+	b.calls, b.o, b.outs = calls, o, outs
+	b.keys = slices.Grow(b.keys[:0], n)[:n]
+	b.errs = slices.Grow(b.errs[:0], n)[:n]
 	for i, c := range calls {
 		keys, text := st.scriptKeys(c.Args, c.BySHA)
 		b.keys[i], b.errs[i] = keys, text
@@ -135,13 +152,25 @@ func (st *Scripts) liveSegment(calls []EvalCall, o Run, outs []Outcome) int {
 	if len(b.all) == 0 {
 		b.held[engine.ShardOf(nil, st.shards)] = true // the shard a keyless command runs on
 	}
-	req := []engine.Request{engine.CommandRequest(b, false)}
-	res := make([]engine.Result, 1)
-	if err := st.backend.Do(context.Background(), req, res); err != nil {
+	b.req[0] = engine.CommandRequest(b, false)
+	if err := st.backend.Do(context.Background(), b.req[:], b.res[:]); err != nil {
 		for i := range outs {
 			outs[i] = failed(Text(err))
 		}
 		return n
 	}
 	return b.ran
+}
+
+// putBatch empties b of its run's references and pools it.
+func (st *Scripts) putBatch(b *liveBatch) {
+	clear(b.keys)
+	clear(b.errs)
+	clear(b.all)
+	clear(b.held)
+	b.calls, b.outs, b.all = nil, nil, b.all[:0]
+	b.run.keys = nil
+	b.caller.ov, b.opts = nil, script.Options{}
+	b.req[0], b.res[0] = engine.Request{}, engine.Result{}
+	st.batches.Put(b)
 }

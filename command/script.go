@@ -64,6 +64,7 @@ type Scripts struct {
 	n       atomic.Int32 // len(running), read without the lock
 	busy    atomic.Int32 // running scripts past busy-reply-threshold, as of the last tick (watchBusy)
 	shards  int          // the engine's shards when scripts run on live state (live.go); 0: never
+	batches sync.Pool    // *liveBatch (live.go)
 }
 
 type scriptRun struct {
@@ -229,19 +230,25 @@ func effectsError(err error) string {
 // runScript runs one EVAL-family command (args, checked by scriptKeys) on
 // ov and appends its reply, errors included, to out.
 func (st *Scripts) runScript(ov *kv.Overlay, run *scriptRun, args [][]byte, bySHA, ro bool, o Run, out []byte) ([]byte, bool) {
+	return st.runWith(&caller{}, &script.Options{}, ov, run, args, bySHA, ro, o, out)
+}
+
+// runWith is runScript with the caller and options to fill and use, so a
+// batch of scripts can reuse one of each.
+func (st *Scripts) runWith(sc *caller, opts *script.Options, ov *kv.Overlay, run *scriptRun, args [][]byte, bySHA, ro bool, o Run, out []byte) ([]byte, bool) {
 	n, _ := values.ParseInt(args[2])
 	keys, argv := args[3:3+n], args[3+n:]
-	caller := &caller{st: st, ov: ov, ro: ro, run: run.run, slot: -1}
+	*sc = caller{st: st, ov: ov, ro: ro, run: run.run, slot: -1, buf: sc.buf[:0]}
 	if o.Sharded && len(keys) > 0 {
-		caller.slot = slots.Of(keys[0])
+		sc.slot = slots.Of(keys[0])
 	}
-	opts := &script.Options{Running: run.run, BusyAfter: o.BusyAfter}
+	*opts = script.Options{Running: run.run, BusyAfter: o.BusyAfter}
 	var reply script.Reply
 	var err error
 	if bySHA {
-		reply, err = st.cache.EvalSHA(st.ctx, strings.ToLower(string(args[1])), keys, argv, caller, opts)
+		reply, err = st.cache.EvalSHA(st.ctx, strings.ToLower(string(args[1])), keys, argv, sc, opts)
 	} else {
-		reply, err = st.cache.Eval(st.ctx, args[1], keys, argv, caller, opts)
+		reply, err = st.cache.Eval(st.ctx, args[1], keys, argv, sc, opts)
 	}
 	if err != nil {
 		return append(append(append(out, '-'), err.Error()...), '\r', '\n'), true

@@ -17,7 +17,7 @@ const maxEvalSHAAllocs = 140
 
 // maxLiveEvalSHAAllocs is the same on live state, as a server running
 // alone runs it (live.go): no copy, no restore, no engine reply.
-const maxLiveEvalSHAAllocs = 80
+const maxLiveEvalSHAAllocs = 62
 
 func TestEvalSHATokenBucketAllocs(t *testing.T) {
 	t.Run("copy", func(t *testing.T) { testTokenBucketAllocs(t, false, maxEvalSHAAllocs) })
