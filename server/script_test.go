@@ -1,8 +1,10 @@
 package server
 
 import (
+	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rlserver/rlserver/engine"
@@ -81,4 +83,57 @@ func TestLiveScriptReachingPastItsShard(t *testing.T) {
 			t.Errorf("reply %d = %q, want %q", i, got, w)
 		}
 	}
+}
+
+// Random pipelines of scripts that write their declared key and, some of
+// them, keys they did not declare (on any of the 4 shards), from several
+// connections at once: every reply is what running each connection's
+// scripts one at a time, in order, gives. Each connection has keys of its
+// own, so a sequential model per connection predicts every reply; a
+// script that reached past its shard and ran again on a copy must land
+// once and in its place.
+func TestLiveScriptsRandomPipelines(t *testing.T) {
+	addr, _ := startServer(t, Config{}) // 4 shards
+	const conns, rounds, depth = 4, 30, 24
+	src := `local n = redis.call('INCRBY', KEYS[1], ARGV[1])
+for i = 2, #ARGV do n = n + redis.call('INCR', ARGV[i]) end
+return n`
+	var wg sync.WaitGroup
+	for ci := range conns {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(ci), 11))
+			c, r := dial(t, addr)
+			model := map[string]int64{}
+			key := func() string { return "c" + strconv.Itoa(ci) + ":k" + strconv.Itoa(rng.IntN(12)) }
+			for range rounds {
+				var out []byte
+				var want []string
+				for range depth {
+					k, by := key(), int64(rng.IntN(5)+1)
+					args := []string{"EVAL", src, "1", k, strconv.FormatInt(by, 10)}
+					model[k] += by
+					n := model[k]
+					for range rng.IntN(3) { // undeclared keys
+						u := key()
+						args = append(args, u)
+						model[u]++
+						n += model[u]
+					}
+					out = append(out, encode(args...)...)
+					want = append(want, ":"+strconv.FormatInt(n, 10))
+				}
+				if _, err := c.Write(out); err != nil {
+					t.Error(err)
+					return
+				}
+				for i, w := range want {
+					if got := readReply(t, r); got != w {
+						t.Errorf("conn %d: reply %d = %q, want %q", ci, i, got, w)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
