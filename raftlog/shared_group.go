@@ -28,6 +28,8 @@ type GroupLog struct {
 	// Under the Shared's pmu.
 	marks   []mark        // writes of entries not yet synced, oldest first
 	durable atomic.Uint64 // written under pmu
+
+	wroteAt atomic.Int64 // when the group last queued entries, Unix ns (lingers)
 }
 
 // loc is where a record lies: a segment (its ord), a length and an

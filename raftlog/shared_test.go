@@ -605,3 +605,35 @@ func TestSharedRefusesStore(t *testing.T) {
 		t.Fatalf("OpenShared of a Store's folder: %v, want ErrNotShared", err)
 	}
 }
+
+// A sync waits for other groups' appends only while two or more groups
+// write: one group alone never waits, and a group idle past activeWindow
+// no longer counts.
+func TestSharedLingersWhileGroupsWrite(t *testing.T) {
+	s := openShared(t, t.TempDir(), Options{})
+	g1, g2, g3 := group(t, s, 1), group(t, s, 2), group(t, s, 3)
+	now := func() int64 { return time.Now().UnixNano() }
+	if s.lingers(now()) {
+		t.Fatal("lingers with no group written")
+	}
+	if err := g1.StoreLogs(gentries(1, 1, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if s.lingers(now()) {
+		t.Fatal("lingers with one group written")
+	}
+	if err := g2.Append(gentries(2, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if !s.lingers(now()) {
+		t.Fatal("does not linger with two groups written just now")
+	}
+	if s.lingers(now() + int64(activeWindow)) {
+		t.Fatal("lingers once both groups are idle past activeWindow")
+	}
+	_ = g3 // opened, never written: never counts
+	g1.wroteAt.Store(now() - int64(2*activeWindow))
+	if s.lingers(now()) {
+		t.Fatal("lingers with one group written within activeWindow")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -87,6 +88,9 @@ type walPlan struct {
 type walShadow struct{ first, last uint64 }
 
 func (s *Shared) enqueue(op *walOp) error {
+	if op.kind == opAppend {
+		op.g.wroteAt.Store(time.Now().UnixNano())
+	}
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
 	if s.qclosed {
@@ -175,10 +179,49 @@ func (s *Shared) leadSync(covered func() bool) error {
 		// 0.20 fdatasyncs per append without, 0.34 and 0.12 with, and
 		// half the time per append; 1 group alike within the noise.)
 		runtime.Gosched()
+		if s.lingers(time.Now().UnixNano()) {
+			time.Sleep(syncLinger)
+		}
 		err = s.syncLocked()
 	}
 	s.unlockSync()
 	return err
+}
+
+// Lingering. Followers of different groups on one process store their
+// leaders' entries at moments that do not line up, so with several
+// groups active each sync covered one group's append: three groups per
+// process made 2.4 times the fdatasyncs per decision of one group, and
+// with them the wake-ups, context switches and smaller entries (a
+// leader's next entry gathers what arrived while the last committed).
+// So while two or more groups have written in the last activeWindow, a
+// sync leader waits syncLinger before it syncs, for the other groups'
+// appends to join it; with one group active it never waits, and a lone
+// group's latency is as before. Measured (three processes, redis-benchmark
+// --cluster -c 50 -P 32 RL.ALLOW, this 2-core VM, one run each): three
+// groups per process 221k decisions/s at 6.59 us of CPU per decision
+// summed without the wait, 239k at 5.56 waiting 100 us, 284k at 4.70
+// waiting 300 us, 230k at 5.85 waiting 1 ms; one group 308k at 4.18.
+const (
+	syncLinger   = 300 * time.Microsecond
+	activeWindow = 5 * time.Millisecond
+)
+
+// lingers reports whether a sync leader waits (syncLinger) before it
+// syncs, at Unix ns now: whether two or more groups queued entries in
+// the last activeWindow.
+func (s *Shared) lingers(now int64) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	active := 0
+	for _, g := range s.groups {
+		if now-g.wroteAt.Load() < int64(activeWindow) {
+			if active++; active == 2 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // unlockSync unlocks smu and wakes every caller waiting for the sync
