@@ -561,6 +561,12 @@ func luaSandboxSeqs() []luaSeq {
 		ev("return redis.call('multi')"),
 		ev("return redis.call('eval', 'return 1', '0')"),
 		ev("return redis.call('watch', KEYS[1])", "k"),
+		// Redis 7.0's noscript commands, after the arity check.
+		ev("return redis.pcall('blpop', KEYS[1], 0)", "k"),
+		ev("return redis.pcall('brpop', KEYS[1], 0)", "k"),
+		ev("return redis.pcall('blmove', KEYS[1], KEYS[1], 'left', 'right', 0)", "k"),
+		ev("return redis.pcall('bzpopmin', KEYS[1], 0)", "k"),
+		ev("return redis.pcall('blpop', KEYS[1])", "k"),
 		// commands a script may call besides the data commands.
 		ev("return {redis.call('ping'), redis.call('echo', 'e'), redis.call('exists', KEYS[1]), redis.call('type', KEYS[1]), redis.call('ttl', KEYS[1])}", "k"),
 	)

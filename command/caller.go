@@ -69,6 +69,9 @@ func (sc *caller) call(args [][]byte, resp3 bool) []byte {
 	if !spec.ArityOK(len(args)) {
 		return errReply(script.ErrWrongArgs)
 	}
+	if spec.NoScript() {
+		return errReply(script.ErrNotAllowed) // BLPOP, BRPOP, BLMOVE, BZPOPMIN...: as Redis 7.0 refuses them
+	}
 	if sc.slot >= 0 {
 		for _, k := range spec.KeysOf(args) {
 			if slots.Of(k) != sc.slot {

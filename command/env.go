@@ -142,6 +142,15 @@ func (e *Env) Scripts() *Scripts {
 	return st
 }
 
+// CachedScripts counts the scripts in the cache (INFO memory's
+// number_of_cached_scripts); 0 before the first script.
+func (e *Env) CachedScripts() int {
+	if st := e.scripts.Load(); st != nil {
+		return st.cache.Len()
+	}
+	return 0
+}
+
 // StopScripts stops every script run (a script's writes are not applied
 // until it ends: stopping one loses nothing acknowledged).
 func (e *Env) StopScripts() {
@@ -173,7 +182,27 @@ func (e *Env) Busy(cmd *Cmd, args [][]byte) bool {
 	if st == nil || !st.AnyBusy() {
 		return false
 	}
+	if st.liveBusy.Load() != 0 && !allowsBusy(cmd, args) {
+		// A script on live state holds its shards as Redis's holds the
+		// server: every command but those Redis lets through a busy
+		// script (allow_busy: SCRIPT KILL, SHUTDOWN, AUTH, HELLO, MULTI,
+		// ...) answers BUSY, as Redis's clients expect.
+		return true
+	}
 	return st.Busy(args, cmd.KeyPositions(args))
+}
+
+// allowsBusy reports whether cmd (or its subcommand in args) runs while a
+// script is busy, as Redis's allow_busy commands do.
+func allowsBusy(cmd *Cmd, args [][]byte) bool {
+	if cmd.HasFlag("allow_busy") {
+		return true
+	}
+	if len(cmd.Subcommands) == 0 || len(args) < 2 {
+		return false
+	}
+	sub := cmd.Sub(appendLower(nil, args[1]))
+	return sub != nil && sub.HasFlag("allow_busy")
 }
 
 // do1 runs one request through the backend (kv.Do).

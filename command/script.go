@@ -53,18 +53,19 @@ type Backend interface {
 
 // Scripts is a server's script cache and the scripts running.
 type Scripts struct {
-	ctx     context.Context // ends at Stop: every run stops
-	stop    context.CancelFunc
-	cache   *script.Engine
-	backend Backend
-	do      kv.Do    // st.do1, made once: a method value allocates
-	fetch   kv.Fetch // reads keys for an overlay through do
-	mu      sync.Mutex
-	running map[*scriptRun]struct{}
-	n       atomic.Int32 // len(running), read without the lock
-	busy    atomic.Int32 // running scripts past busy-reply-threshold, as of the last tick (watchBusy)
-	shards  int          // the engine's shards when scripts run on live state (live.go); 0: never
-	batches sync.Pool    // *liveBatch (live.go)
+	ctx      context.Context // ends at Stop: every run stops
+	stop     context.CancelFunc
+	cache    *script.Engine
+	backend  Backend
+	do       kv.Do    // st.do1, made once: a method value allocates
+	fetch    kv.Fetch // reads keys for an overlay through do
+	mu       sync.Mutex
+	running  map[*scriptRun]struct{}
+	n        atomic.Int32 // len(running), read without the lock
+	busy     atomic.Int32 // running scripts past busy-reply-threshold, as of the last tick (watchBusy)
+	liveBusy atomic.Int32 // those of them on live state (live.go)
+	shards   int          // the engine's shards when scripts run on live state (live.go); 0: never
+	batches  sync.Pool    // *liveBatch (live.go)
 }
 
 type scriptRun struct {
@@ -276,7 +277,26 @@ func (st *Scripts) remove(r *scriptRun) {
 	st.mu.Lock()
 	delete(st.running, r)
 	st.n.Store(int32(len(st.running)))
+	if st.busy.Load() != 0 {
+		st.recountLocked() // a busy script ended: the commands it held answer at once
+	}
 	st.mu.Unlock()
+}
+
+// recountLocked counts the running scripts past busy-reply-threshold;
+// the caller holds st.mu.
+func (st *Scripts) recountLocked() {
+	n, live := int32(0), int32(0)
+	for r := range st.running {
+		if r.run.Busy() {
+			n++
+			if r.held != nil {
+				live++
+			}
+		}
+	}
+	st.busy.Store(n)
+	st.liveBusy.Store(live)
 }
 
 // watchBusy counts the scripts past busy-reply-threshold every 10 ms, so
@@ -293,17 +313,12 @@ func (st *Scripts) watchBusy() {
 		}
 		if st.n.Load() == 0 {
 			st.busy.Store(0)
+			st.liveBusy.Store(0)
 			continue
 		}
-		n := int32(0)
 		st.mu.Lock()
-		for r := range st.running {
-			if r.run.Busy() {
-				n++
-			}
-		}
+		st.recountLocked()
 		st.mu.Unlock()
-		st.busy.Store(n)
 	}
 }
 

@@ -55,6 +55,17 @@ func (s *Spec) Write() bool {
 	return false
 }
 
+// NoScript reports whether scripts may not run the command (Redis's
+// noscript flag: the blocking list and sorted-set pops).
+func (s *Spec) NoScript() bool {
+	for _, f := range s.Flags {
+		if f == "noscript" {
+			return true
+		}
+	}
+	return false
+}
+
 var specs = map[string]*Spec{}
 
 // All is every command, in no particular order.

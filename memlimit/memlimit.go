@@ -214,6 +214,14 @@ func (c *Controller) Enforce(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	if limit > 0 && heap == 0 && c.lastGC.IsZero() {
+		// No collection has run yet, so the live heap reads 0: collect
+		// once to know it (a limit set right after start, as Redis's
+		// test suite does, is enforced at once).
+		c.gc()
+		c.lastGC = c.now()
+		heap = c.heapLive()
+	}
 	used := heap + u.Charged
 	if limit > 0 && used > limit && c.now().Sub(c.lastGC) >= gcRefresh {
 		c.gc()

@@ -207,3 +207,20 @@ func TestAllKeysLRUEvictsByLastUse(t *testing.T) {
 		}
 	}
 }
+
+// Before the first collection the live heap reads 0: a limit set then
+// (right after start) is enforced at once, after one collection, instead
+// of at the first collection the program happens to make.
+func TestCollectsBeforeTheFirstReading(t *testing.T) {
+	f := &fakeBackend{leader: true}
+	c, _ := newTest(f, 0)
+	heap := int64(0)
+	c.heapLive = func() int64 { return heap }
+	gcs := 0
+	c.gc = func() { gcs++; heap = 5000 }
+	c.Set(1, NoEviction)
+	c.Enforce(t.Context())
+	if gcs != 1 || !c.RefusingNewKeys() {
+		t.Fatalf("%d collections, refusing %v: want 1 and new keys refused", gcs, c.RefusingNewKeys())
+	}
+}

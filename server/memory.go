@@ -80,6 +80,7 @@ func (s *Server) writeMemoryInfo(kv func(string, any)) {
 	// Go's heap and the shards' off-heap tables. Tools and Redis's own
 	// tests read it to decide what to expect of MEMORY USAGE.
 	kv("mem_allocator", "go")
+	kv("number_of_cached_scripts", s.env.CachedScripts())
 	kv("rl_oom_refusing_new_keys", b01(s.mem.RefusingNewKeys()))
 }
 

@@ -137,3 +137,39 @@ return n`
 	}
 	wg.Wait()
 }
+
+// INFO memory counts the cached scripts, as Redis's
+// number_of_cached_scripts does (its unit/scripting reads it).
+func TestInfoCachedScripts(t *testing.T) {
+	addr, _ := startServer(t, Config{})
+	c, r := dial(t, addr)
+	count := func() string {
+		t.Helper()
+		if _, err := c.Write([]byte(encode("INFO", "memory"))); err != nil {
+			t.Fatal(err)
+		}
+		info := readReply(t, r)
+		for _, l := range strings.Split(info, "\r\n") {
+			if n, ok := strings.CutPrefix(l, "number_of_cached_scripts:"); ok {
+				return n
+			}
+		}
+		t.Fatalf("no number_of_cached_scripts in %q", info)
+		return ""
+	}
+	if n := count(); n != "0" {
+		t.Fatalf("before any script: %s, want 0", n)
+	}
+	for _, src := range []string{"return 1", "return 2", "return 1"} {
+		c.Write([]byte(encode("SCRIPT", "LOAD", src)))
+		readReply(t, r)
+	}
+	if n := count(); n != "2" {
+		t.Fatalf("after two scripts: %s, want 2", n)
+	}
+	c.Write([]byte(encode("SCRIPT", "FLUSH")))
+	readReply(t, r)
+	if n := count(); n != "0" {
+		t.Fatalf("after SCRIPT FLUSH: %s, want 0", n)
+	}
+}
