@@ -561,6 +561,10 @@ func luaSandboxSeqs() []luaSeq {
 		ev("return redis.call('multi')"),
 		ev("return redis.call('eval', 'return 1', '0')"),
 		ev("return redis.call('watch', KEYS[1])", "k"),
+		// SORT of a set BY a constant, from a script: sorted, as Redis
+		// sorts it for scripts.
+		ev("redis.call('sadd', KEYS[1], 'c', 'a', 'b', 'aa', 'z') return redis.call('sort', KEYS[1], 'by', 'nosort', 'alpha')", "sortset"),
+		ev("return redis.call('sort', KEYS[1], 'by', 'nosort', 'alpha', 'desc')", "sortset"),
 		// Redis 7.0's noscript commands, after the arity check.
 		ev("return redis.pcall('blpop', KEYS[1], 0)", "k"),
 		ev("return redis.pcall('brpop', KEYS[1], 0)", "k"),

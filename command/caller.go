@@ -87,6 +87,7 @@ func (sc *caller) call(args [][]byte, resp3 bool) []byte {
 	}
 	sc.ov.SetWriting(spec.Write())
 	sc.cmd.Set(spec, args, resp3)
+	sc.cmd.Script = true
 	sc.buf = sc.cmd.Exec(sc.ov, sc.buf[:0])
 	sc.ov.SetWriting(false)
 	return sc.buf

@@ -254,7 +254,7 @@ func (st *Scripts) runWith(sc *caller, opts *script.Options, ov *kv.Overlay, run
 	if err != nil {
 		return append(append(append(out, '-'), err.Error()...), '\r', '\n'), true
 	}
-	return reply.Append(out, o.RESP3), false
+	return reply.Append(out, o.RESP3), reply.Kind == script.Error // an error the script returned is an error reply too
 }
 
 // start registers a script about to run on keys (for BUSY and SCRIPT

@@ -111,7 +111,10 @@ type Cmd struct {
 	spec  *Spec
 	Args  [][]byte // the whole command, name first; aliased, not copied
 	RESP3 bool     // reply in RESP3
-	keys  [][]byte
+	// Script marks a command a script runs (redis.call): SORT of a set
+	// BY a constant then sorts its output, as Redis does for scripts.
+	Script bool
+	keys   [][]byte
 }
 
 // ArityOK reports whether n arguments (name included) fit the arity.

@@ -125,8 +125,9 @@ func sortCmd(c *Cmd, ks engine.Keyspace, w *Writer, readonly bool) {
 			return
 		}
 	}
-	if dontSort && isSet && store != nil {
-		// A set's order is not one replicas share: sort it when storing.
+	if dontSort && isSet && (store != nil || c.Script) {
+		// A set's order is not one replicas share: sort it when storing,
+		// and for a script, as Redis does.
 		dontSort, alpha = false, true
 	}
 	n := int64(len(elems))

@@ -20,6 +20,15 @@ func (r *replier) error(text string) {
 	r.conn.WriteError(text)
 }
 
+// failedRaw counts reply, an error reply already in RESP ("-CODE
+// text\r\n", a script's), as error does.
+func (r *replier) failedRaw(reply []byte) {
+	r.errors++
+	if r.errs != nil && len(reply) > 3 && reply[0] == '-' {
+		r.errs.add(string(reply[1 : len(reply)-2]))
+	}
+}
+
 // resp3 reports whether the connection speaks RESP3 (HELLO 3).
 func (r *replier) resp3() bool { return r.conn.w.RESP3() }
 

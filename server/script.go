@@ -74,7 +74,7 @@ func (s *Server) writeScript(c *client, p pendingReply) bool {
 		return true
 	}
 	if o.Failed {
-		c.rep.errors++
+		c.rep.failedRaw(o.Reply)
 	}
 	c.rep.conn.WriteRaw(o.Reply)
 	return o.Failed

@@ -173,3 +173,23 @@ func TestInfoCachedScripts(t *testing.T) {
 		t.Fatalf("after SCRIPT FLUSH: %s, want 0", n)
 	}
 }
+
+// A script's error reply counts in INFO errorstats by its code, as
+// Redis's does (redis.error_reply, an error a script raised).
+func TestScriptErrorsInErrorStats(t *testing.T) {
+	addr, _ := startServer(t, Config{})
+	c, r := dial(t, addr)
+	for _, src := range []string{"return redis.error_reply('MY_ERR_CODE custom msg')", "return redis.error_reply('')", "return redis.call('nosuch')"} {
+		c.Write([]byte(encode("EVAL", src, "0")))
+		if got := readReply(t, r); got[0] != '-' {
+			t.Fatalf("EVAL %q: %q, want an error", src, got)
+		}
+	}
+	c.Write([]byte(encode("INFO", "errorstats")))
+	info := readReply(t, r)
+	for _, want := range []string{"errorstat_MY_ERR_CODE:count=1", "errorstat_ERR:count=2"} {
+		if !strings.Contains(info, want) {
+			t.Errorf("INFO errorstats %q: no %s", info, want)
+		}
+	}
+}

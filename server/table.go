@@ -83,7 +83,7 @@ func (s *Server) run(c *client, cmd *command.Cmd, args [][]byte) outcome {
 		c.rep.error(x.Err)
 	default:
 		if x.Failed {
-			c.rep.errors++
+			c.rep.failedRaw(x.W.B)
 		}
 		c.rep.conn.WriteRaw(x.W.B)
 	}
