@@ -598,6 +598,21 @@ func luaSandboxSeqs() []luaSeq {
 		ev("local function f()\n error('deep')\nend\nf()"),
 		ev("local ok = pcall(redis.call, 'incr', KEYS[1]) return redis.call('get', KEYS[1])", "s"),
 	)
+	add("Shebang",
+		ev("#!lua\nreturn 1"),
+		ev("#!lua flags=\nreturn 2"),
+		ev("#!not-lua\nreturn 1"),
+		ev("#!lua badger=data\nreturn 1"),
+		ev("#!lua flags=allow-oom,what?\nreturn 1"),
+		ev("#!lua"),
+		ev("#!lua flags=no-writes\nreturn redis.call('set', KEYS[1], 'x')", "sb"),
+		ev("#!lua flags=no-writes,allow-stale\nreturn redis.call('get', KEYS[1])", "sb"),
+		ev("#!lua flags=allow-oom\nreturn redis.call('set', KEYS[1], 'y')", "sb"),
+		ev("#!lua\n\nerror('line three')"), // line numbers count the #! line
+		lc(evArgs("EVAL_RO", "#!lua\nreturn redis.call('get', KEYS[1])", "sb")...),
+		lc(evArgs("EVAL_RO", "#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])", "sb")...),
+		lc("SCRIPT", "LOAD", "#!lua badger\nreturn 1"),
+	)
 	add("Globals",
 		ev("x = 1"),
 		ev("function f() end"),

@@ -239,6 +239,29 @@ func (st *Scripts) runScript(ov *kv.Overlay, run *scriptRun, args [][]byte, bySH
 func (st *Scripts) runWith(sc *caller, opts *script.Options, ov *kv.Overlay, run *scriptRun, args [][]byte, bySHA, ro bool, o Run, out []byte) ([]byte, bool) {
 	n, _ := values.ParseInt(args[2])
 	keys, argv := args[3:3+n], args[3+n:]
+	var flags script.Flags
+	if bySHA {
+		flags, _ = st.cache.FlagsOf(strings.ToLower(string(args[1])))
+	} else {
+		flags, _, _ = script.ParseShebang(args[1]) // a bad line fails to compile below
+	}
+	if flags.Shebang {
+		// Redis 7's checks of a script with flags, before it runs
+		// (scriptPrepareForRun); a script without a #! line is checked
+		// command by command instead.
+		switch {
+		case ro && !flags.NoWrites:
+			return appendErr(out, script.ErrWriteFlagRO), true
+		case flags.NoCluster && o.Sharded:
+			return appendErr(out, script.ErrNoCluster), true
+		case !flags.NoWrites && !flags.AllowOOM && ov.Refusing():
+			return appendErr(out, kv.ErrOOM), true
+		}
+		ro = ro || flags.NoWrites
+		if flags.AllowOOM {
+			ov.SetAllowOOM(true)
+		}
+	}
 	*sc = caller{st: st, ov: ov, ro: ro, run: run.run, slot: -1, buf: sc.buf[:0]}
 	if o.Sharded && len(keys) > 0 {
 		sc.slot = slots.Of(keys[0])

@@ -36,18 +36,19 @@ type Fetch func(keys [][]byte) ([]KeyState, error)
 // Overlay is an engine.Keyspace over a private copy of the keys a program
 // touches. Not safe for concurrent use.
 type Overlay struct {
-	now     int64
-	fetch   Fetch
-	live    engine.Keyspace   // a live overlay's keyspace (NewLiveOverlay); nil otherwise
-	local   func([]byte) bool // whether live holds a key
-	writing bool              // the command running writes: Get hands out private copies
-	keys    map[string]*overlayKey
-	order   []string // keys in the order first touched
-	err     error    // the first fetch error
-	written int
-	fetches int
-	spare   []overlayKey // a live overlay's keys come from here (ResetLive reuses it)
-	used    int
+	now      int64
+	fetch    Fetch
+	live     engine.Keyspace   // a live overlay's keyspace (NewLiveOverlay); nil otherwise
+	local    func([]byte) bool // whether live holds a key
+	writing  bool              // the command running writes: Get hands out private copies
+	allowOOM bool              // a script flagged allow-oom: never refuse (SetAllowOOM)
+	keys     map[string]*overlayKey
+	order    []string // keys in the order first touched
+	err      error    // the first fetch error
+	written  int
+	fetches  int
+	spare    []overlayKey // a live overlay's keys come from here (ResetLive reuses it)
+	used     int
 }
 
 type overlayKey struct {
@@ -397,7 +398,12 @@ func (o *Overlay) SetLimiter(key []byte, rec *engine.Record) {
 // Refusing implements engine.Keyspace: the effects' restores are refused
 // when they are applied, if the engine refuses new keys then; a live
 // overlay refuses as its keyspace does, at the command, as Redis does.
-func (o *Overlay) Refusing() bool { return o.live != nil && o.live.Refusing() }
+func (o *Overlay) Refusing() bool { return o.live != nil && !o.allowOOM && o.live.Refusing() }
+
+// SetAllowOOM makes a live overlay refuse nothing while its keyspace
+// refuses new keys: a script flagged allow-oom writes anyway (a key it
+// creates is still refused when it applies).
+func (o *Overlay) SetAllowOOM(on bool) { o.allowOOM = on }
 
 // Effects returns the transaction that applies the run's writes: a
 // restore of every written key, under the digests of every key touched.

@@ -95,6 +95,7 @@ type Options struct {
 type Engine struct {
 	mu      sync.RWMutex
 	scripts map[string]*lua.FunctionProto
+	flags   map[string]Flags // of the cached scripts with a shebang line
 
 	// states are idle interpreters, kept across garbage collections (a
 	// sync.Pool would drop them at every one, and building one costs more
@@ -110,7 +111,7 @@ type Engine struct {
 
 // New returns an empty script cache.
 func New() *Engine {
-	e := &Engine{scripts: map[string]*lua.FunctionProto{}, states: make(chan *state, 64)}
+	e := &Engine{scripts: map[string]*lua.FunctionProto{}, flags: map[string]Flags{}, states: make(chan *state, 64)}
 	e.rand.x = [3]uint32{0x330E, 0xABCD, 0x1234} // where Redis's rand.c starts (math.random is not reseeded per script in 7.0)
 	e.lim.memory.Store(DefaultMemoryLimit)
 	e.dog.lim = &e.lim
@@ -150,14 +151,26 @@ func (e *Engine) load(sha string, src []byte) (*lua.FunctionProto, error) {
 	if err != nil {
 		return nil, err
 	}
+	f, _, _ := ParseShebang(src) // compile checked it
 	e.mu.Lock()
 	if q := e.scripts[sha]; q != nil {
 		p = q
 	} else {
 		e.scripts[sha] = p
+		if f.Shebang {
+			e.flags[sha] = f
+		}
 	}
 	e.mu.Unlock()
 	return p, nil
+}
+
+// FlagsOf returns the flags of the cached script sha (lower case), ok
+// false when it is not cached.
+func (e *Engine) FlagsOf(sha string) (f Flags, ok bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.flags[sha], e.scripts[sha] != nil
 }
 
 // Exists reports whether the script sha (any case) is cached.
@@ -171,6 +184,7 @@ func (e *Engine) Exists(sha string) bool {
 func (e *Engine) Flush() {
 	e.mu.Lock()
 	e.scripts = map[string]*lua.FunctionProto{}
+	e.flags = map[string]Flags{}
 	e.mu.Unlock()
 }
 
@@ -206,12 +220,14 @@ func (e *Engine) EvalSHA(ctx context.Context, sha string, keys, args [][]byte, c
 	return e.run(ctx, sha, p, keys, args, c, o)
 }
 
-// compile parses and compiles a script as Redis's "user_script" chunk.
+// compile parses and compiles a script as Redis's "user_script" chunk,
+// from after its shebang line if it has one (ParseShebang).
 func compile(src []byte) (*lua.FunctionProto, error) {
-	body := src
-	if len(body) >= 2 && body[0] == '#' && body[1] == '!' {
-		return nil, &RunError{"ERR rlserver does not support script flags (a #! line)"}
+	_, n, text := ParseShebang(src)
+	if text != "" {
+		return nil, &RunError{text}
 	}
+	body := src[n:]
 	if msg := checkLevels(string(body), "user_script"); msg != "" {
 		return nil, &RunError{"ERR Error compiling script (new function): " + msg}
 	}
