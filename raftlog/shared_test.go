@@ -608,32 +608,36 @@ func TestSharedRefusesStore(t *testing.T) {
 
 // A sync waits for other groups' appends only while two or more groups
 // write: one group alone never waits, and a group idle past activeWindow
-// no longer counts.
+// no longer counts. Appends stamp their group (wroteAt); the times
+// checked are set here, so that a slow sync on a loaded machine cannot
+// age a write past the window.
 func TestSharedLingersWhileGroupsWrite(t *testing.T) {
 	s := openShared(t, t.TempDir(), Options{})
-	g1, g2, g3 := group(t, s, 1), group(t, s, 2), group(t, s, 3)
-	now := func() int64 { return time.Now().UnixNano() }
-	if s.lingers(now()) {
+	g1, g2, _ := group(t, s, 1), group(t, s, 2), group(t, s, 3) // group 3 is opened, never written: it never counts
+	if s.lingers(time.Now().UnixNano()) {
 		t.Fatal("lingers with no group written")
 	}
 	if err := g1.StoreLogs(gentries(1, 1, 3)); err != nil {
 		t.Fatal(err)
 	}
-	if s.lingers(now()) {
-		t.Fatal("lingers with one group written")
-	}
 	if err := g2.Append(gentries(2, 1, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if !s.lingers(now()) {
-		t.Fatal("does not linger with two groups written just now")
+	if g1.wroteAt.Load() == 0 || g2.wroteAt.Load() == 0 {
+		t.Fatal("an append did not stamp its group")
 	}
-	if s.lingers(now() + int64(activeWindow)) {
-		t.Fatal("lingers once both groups are idle past activeWindow")
-	}
-	_ = g3 // opened, never written: never counts
-	g1.wroteAt.Store(now() - int64(2*activeWindow))
-	if s.lingers(now()) {
+	t0 := time.Now().UnixNano()
+	ms := int64(time.Millisecond)
+	g1.wroteAt.Store(t0)
+	g2.wroteAt.Store(t0 - 10*int64(activeWindow))
+	if s.lingers(t0 + ms) {
 		t.Fatal("lingers with one group written within activeWindow")
+	}
+	g2.wroteAt.Store(t0 + ms)
+	if !s.lingers(t0 + 2*ms) {
+		t.Fatal("does not linger with two groups written within activeWindow")
+	}
+	if s.lingers(t0 + ms + int64(activeWindow)) {
+		t.Fatal("lingers once both groups are idle past activeWindow")
 	}
 }
