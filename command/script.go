@@ -241,7 +241,9 @@ func (st *Scripts) runWith(sc *caller, opts *script.Options, ov *kv.Overlay, run
 	keys, argv := args[3:3+n], args[3+n:]
 	var flags script.Flags
 	if bySHA {
-		flags, _ = st.cache.FlagsOf(strings.ToLower(string(args[1])))
+		if st.cache.AnyFlagged() {
+			flags, _ = st.cache.FlagsOf(strings.ToLower(string(args[1])))
+		}
 	} else {
 		flags, _, _ = script.ParseShebang(args[1]) // a bad line fails to compile below
 	}

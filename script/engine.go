@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
@@ -96,6 +97,7 @@ type Engine struct {
 	mu      sync.RWMutex
 	scripts map[string]*lua.FunctionProto
 	flags   map[string]Flags // of the cached scripts with a shebang line
+	flagged atomic.Bool      // len(flags) > 0
 
 	// states are idle interpreters, kept across garbage collections (a
 	// sync.Pool would drop them at every one, and building one costs more
@@ -159,6 +161,7 @@ func (e *Engine) load(sha string, src []byte) (*lua.FunctionProto, error) {
 		e.scripts[sha] = p
 		if f.Shebang {
 			e.flags[sha] = f
+			e.flagged.Store(true)
 		}
 	}
 	e.mu.Unlock()
@@ -173,6 +176,10 @@ func (e *Engine) FlagsOf(sha string) (f Flags, ok bool) {
 	return e.flags[sha], e.scripts[sha] != nil
 }
 
+// AnyFlagged reports whether a cached script has a shebang line: while
+// none has, a run need not look its flags up (one atomic load).
+func (e *Engine) AnyFlagged() bool { return e.flagged.Load() }
+
 // Exists reports whether the script sha (any case) is cached.
 func (e *Engine) Exists(sha string) bool {
 	e.mu.RLock()
@@ -185,6 +192,7 @@ func (e *Engine) Flush() {
 	e.mu.Lock()
 	e.scripts = map[string]*lua.FunctionProto{}
 	e.flags = map[string]Flags{}
+	e.flagged.Store(false)
 	e.mu.Unlock()
 }
 
