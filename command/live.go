@@ -170,6 +170,7 @@ func (st *Scripts) putBatch(b *liveBatch) {
 	clear(b.held)
 	b.calls, b.outs, b.all = nil, nil, b.all[:0]
 	b.run.keys = nil
+	b.ov.Release()
 	b.caller.ov, b.opts = nil, script.Options{}
 	b.req[0], b.res[0] = engine.Request{}, engine.Result{}
 	st.batches.Put(b)

@@ -92,6 +92,16 @@ func (o *Overlay) ResetLive(ks engine.Keyspace, local func(key []byte) bool) {
 	*o = Overlay{now: ks.Now(), live: ks, local: local, keys: o.keys, order: o.order[:0], spare: o.spare}
 }
 
+// Release drops everything a live overlay refers to (the keyspace, the
+// keys' values), keeping its memory for the next ResetLive: a pooled
+// overlay then holds no value alive.
+func (o *Overlay) Release() {
+	clear(o.keys)
+	clear(o.spare[:o.used])
+	clear(o.order)
+	*o = Overlay{keys: o.keys, order: o.order[:0], spare: o.spare}
+}
+
 // Live reports whether the overlay runs over a live keyspace.
 func (o *Overlay) Live() bool { return o.live != nil }
 
