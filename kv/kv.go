@@ -41,8 +41,9 @@ type Spec struct {
 	// transaction (DEL, EXISTS, TTL, PING...): kv runs it inside one.
 	TxnOnly bool
 
-	run     func(c *Cmd, ks engine.Keyspace, w *Writer)
-	denyOOM bool // flagged denyoom: refused whole while the engine refuses new keys
+	run      func(c *Cmd, ks engine.Keyspace, w *Writer)
+	denyOOM  bool // flagged denyoom: refused whole while the engine refuses new keys
+	noScript bool // flagged noscript: scripts may not call it
 }
 
 // Write reports whether the command may write.
@@ -57,14 +58,7 @@ func (s *Spec) Write() bool {
 
 // NoScript reports whether scripts may not run the command (Redis's
 // noscript flag: the blocking list and sorted-set pops).
-func (s *Spec) NoScript() bool {
-	for _, f := range s.Flags {
-		if f == "noscript" {
-			return true
-		}
-	}
-	return false
-}
+func (s *Spec) NoScript() bool { return s.noScript }
 
 var specs = map[string]*Spec{}
 
@@ -84,6 +78,7 @@ func register(list ...*Spec) {
 		}
 		for _, f := range s.Flags {
 			s.denyOOM = s.denyOOM || f == "denyoom"
+			s.noScript = s.noScript || f == "noscript"
 		}
 		specs[s.Name] = s
 	}
