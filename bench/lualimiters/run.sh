@@ -17,21 +17,7 @@
 # Needs redis-server, redis-cli, redis-benchmark; Linux.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-ROUNDS=${ROUNDS:-3}
-N=${N:-100000}
-TMP=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$TMP"
-}
-trap cleanup EXIT INT TERM
-BIN=${RLSERVER:-}
-if [ -z "$BIN" ]; then
-	BIN=$TMP/rlserver
-	CGO_ENABLED=0 ${GO:-go} build -o "$BIN" ./cmd/rlserver
-fi
+. bench/lualimiters/setup.sh
 RLPORT=${RLPORT:-7490}
 REDISPORT=${REDISPORT:-7491}
 mkdir -p "$TMP/rl" "$TMP/redis"
